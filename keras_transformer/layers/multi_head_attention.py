@@ -1,0 +1,223 @@
+"""Multi-head scaled dot-product attention (paper sections 3.2.1 and 3.2.2)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
+from keras_transformer.layers.utils import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention with a key/value cache for incremental decoding.
+
+    Implements `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` with
+    `head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)` and
+    `Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V` (paper 3.2.1-3.2.2).
+    The query/key size `d_k` and the value size `d_v` are independent, as
+    Table 3 row (B) varies `d_k` alone.
+
+    Scores, masking and the softmax are computed in float32 whatever the
+    compute dtype, so masks are safe under `mixed_float16`/`mixed_bfloat16`.
+
+    Args:
+        num_heads: int. Number of heads `h`.
+        key_dim: int. Size `d_k` of each query/key head.
+        value_dim: int. Size `d_v` of each value head. Defaults to `key_dim`.
+        output_dim: int. Size of the output. Defaults to the query's last
+            dimension (`d_model`).
+        dropout: float. Dropout on the attention weights. The paper uses none
+            (0.0); it is an option.
+        use_bias: bool. Whether the projections have biases.
+        kernel_initializer: initializer for the projection kernels.
+        bias_initializer: initializer for the projection biases.
+        **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: (batch, query_len, d_model) tensor.
+        key_value: (batch, key_len, d_kv) tensor for keys and values. `None`
+            means self-attention (`key_value = query`).
+        attention_mask: boolean tensor broadcastable to
+            (batch, query_len, key_len); `True` means "may attend".
+        use_causal_mask: bool. Let query `i` attend only to key positions
+            `<= i` (offset by `cache_index` when decoding with a cache).
+        cache: optional `(key, value)` tuple of projected keys and values, of
+            shapes (batch, cache_len, num_heads, key_dim) and
+            (batch, cache_len, num_heads, value_dim).
+            With `cache_index=None` the cache is used as it is and `key_value`
+            is ignored: cross-attention keys/values computed once per source
+            by `compute_key_value`.
+            With an integer `cache_index` (may be a scalar tensor) this is a
+            self-attention cache that grows one step at a time: the keys and
+            values of `query` are written at positions `cache_index, ...` and
+            attention runs over the cache (future slots masked by the causal
+            mask).
+        cache_index: see `cache`.
+        return_attention_scores: bool. Also return the attention weights,
+            (batch, num_heads, query_len, key_len), float32.
+        training: bool. Enables attention dropout.
+
+    Returns:
+        The output, (batch, query_len, output_dim); followed by the updated
+        `(key, value)` cache when a growing cache (`cache_index` set) is given,
+        and by the attention weights when `return_attention_scores=True`, in
+        that order.
+
+    Example:
+
+    >>> attention = MultiHeadAttention(num_heads=8, key_dim=64)
+    >>> x = keras.random.normal((2, 10, 512))
+    >>> attention(x, use_causal_mask=True).shape
+    (2, 10, 512)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("num_heads", num_heads), ("key_dim", key_dim)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        if value_dim is not None and (not isinstance(value_dim, int) or value_dim <= 0):
+            raise ValueError(f"`value_dim` must be a positive int. Received: value_dim={value_dim!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = False
+
+    def _projection(self, equation, output_shape, bias_axes, name):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, query_shape, key_value_shape=None):
+        key_value_shape = query_shape if key_value_shape is None else key_value_shape
+        output_dim = self.output_dim or query_shape[-1]
+        # W^Q, W^K: d_model -> h x d_k; W^V: d_model -> h x d_v; W^O: h x d_v -> d_model.
+        self.query_dense = self._projection(
+            "btd,dhk->bthk", (None, self.num_heads, self.key_dim), "hk", "query"
+        )
+        self.key_dense = self._projection(
+            "btd,dhk->bthk", (None, self.num_heads, self.key_dim), "hk", "key"
+        )
+        self.value_dense = self._projection(
+            "btd,dhk->bthk", (None, self.num_heads, self.value_dim), "hk", "value"
+        )
+        self.output_dense = self._projection("bthk,hkd->btd", (None, output_dim), "d", "output")
+        self.query_dense.build(query_shape)
+        self.key_dense.build(key_value_shape)
+        self.value_dense.build(key_value_shape)
+        self.output_dense.build((query_shape[0], query_shape[1], self.num_heads, self.value_dim))
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def compute_key_value(self, key_value):
+        """Projects `key_value` once, for a static cross-attention cache.
+
+        Returns `(key, value)` of shapes (batch, key_len, num_heads, key_dim)
+        and (batch, key_len, num_heads, value_dim).
+        """
+        return self.key_dense(key_value), self.value_dense(key_value)
+
+    def call(
+        self,
+        query,
+        key_value=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_index=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        query_heads = self.query_dense(query)  # (batch, q_len, heads, d_k)
+        if cache is not None and cache_index is None:
+            key_heads, value_heads = cache  # static (cross-attention) cache
+        else:
+            source = query if key_value is None else key_value
+            key_heads = self.key_dense(source)  # (batch, k_len, heads, d_k)
+            value_heads = self.value_dense(source)  # (batch, k_len, heads, d_v)
+            if cache is not None:
+                # Write this step's keys/values into the preallocated buffers:
+                # fixed shapes keep one compiled program for the whole loop.
+                key_cache, value_cache = cache
+                start = [0, cache_index, 0, 0]
+                key_heads = ops.slice_update(key_cache, start, ops.cast(key_heads, key_cache.dtype))
+                value_heads = ops.slice_update(
+                    value_cache, start, ops.cast(value_heads, value_cache.dtype)
+                )
+                cache = (key_heads, value_heads)
+
+        mask = None
+        if attention_mask is not None:
+            mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # heads axis
+        if use_causal_mask:
+            causal = causal_attention_mask(
+                ops.shape(query_heads)[1],
+                ops.shape(key_heads)[1],
+                query_offset=0 if cache_index is None else cache_index,
+            )
+            mask = merge_masks(mask, causal[None, None])
+
+        outputs, weights = self._attend(query_heads, key_heads, value_heads, mask, training)
+        results = (outputs,)
+        if cache is not None and cache_index is not None:
+            results += (cache,)
+        if return_attention_scores:
+            results += (weights,)
+        return results[0] if len(results) == 1 else results
+
+    def _attend(self, query_heads, key_heads, value_heads, mask, training):
+        # Scaling the queries before the product keeps float16 scores in range.
+        query_heads = query_heads * ops.cast(1.0 / math.sqrt(self.key_dim), query_heads.dtype)
+        scores = ops.einsum("bqhk,bthk->bhqt", query_heads, key_heads)  # (batch, h, q, t)
+        scores = ops.cast(scores, "float32")
+        if mask is not None:
+            scores = ops.where(mask, scores, MASKED_SCORE)
+        weights = ops.softmax(scores, axis=-1)  # float32
+        dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
+        context = ops.einsum("bhqt,bthv->bqhv", dropped, value_heads)  # (batch, q, h, d_v)
+        return self.output_dense(context), weights
+
+    def compute_output_shape(self, query_shape, key_value_shape=None):
+        return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

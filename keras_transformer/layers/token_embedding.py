@@ -1,0 +1,103 @@
+"""Token embeddings scaled by sqrt(d_model), reusable as the pre-softmax projection (3.4)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenEmbedding(keras.layers.Layer):
+    """A token embedding matrix used in both directions.
+
+    Paper 3.4: the two embedding layers and the pre-softmax linear
+    transformation share one weight matrix, and the embedding outputs are
+    multiplied by `sqrt(d_model)`. Called with `reverse=False` it maps ids to
+    vectors (scaled); with `reverse=True` it maps decoder states to logits
+    with the transpose of the same matrix (unscaled), returned in float32.
+
+    Weights start from `N(0, d_model^-0.5)` so that the scaled embeddings
+    have unit variance, the usual choice for a tied matrix.
+
+    Args:
+        vocabulary_size: int. Number of token ids.
+        embedding_dim: int. `d_model`.
+        scale: bool. Multiply looked-up embeddings by `sqrt(d_model)` (paper:
+            `True`).
+        embeddings_initializer: initializer of the matrix; defaults to
+            `RandomNormal(stddev=embedding_dim ** -0.5)`.
+        **kwargs: base `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: int token ids (batch, length), or with `reverse=True`
+            states (batch, length, embedding_dim).
+        reverse: bool. Project states to vocabulary logits.
+
+    Returns:
+        (batch, length, embedding_dim) embeddings in the compute dtype, or
+        (batch, length, vocabulary_size) float32 logits with `reverse=True`.
+
+    Example:
+
+    >>> embedding = TokenEmbedding(vocabulary_size=100, embedding_dim=16)
+    >>> states = embedding(keras.ops.array([[5, 7, 0]]))
+    >>> embedding(states, reverse=True).shape
+    (1, 3, 100)
+    """
+
+    def __init__(
+        self, vocabulary_size, embedding_dim, scale=True, embeddings_initializer=None, **kwargs
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("vocabulary_size", vocabulary_size), ("embedding_dim", embedding_dim)):
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.scale = scale
+        if embeddings_initializer is None:
+            embeddings_initializer = keras.initializers.RandomNormal(stddev=embedding_dim**-0.5)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            shape=(self.vocabulary_size, self.embedding_dim),
+            initializer=self.embeddings_initializer,
+            name="embeddings",
+        )
+        self.built = True
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            kernel = ops.cast(self.embeddings, inputs.dtype)
+            logits = ops.matmul(inputs, ops.transpose(kernel))
+            return ops.cast(logits, "float32")
+        embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
+        embedded = ops.cast(embedded, self.compute_dtype)
+        if self.scale:
+            embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)
+        return embedded
+
+    def compute_output_shape(self, inputs_shape, reverse=False):
+        if reverse:
+            return (*inputs_shape[:-1], self.vocabulary_size)
+        return (*inputs_shape, self.embedding_dim)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
+        dtype = "float32" if reverse else self.compute_dtype
+        return keras.KerasTensor(shape, dtype=dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "scale": self.scale,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config

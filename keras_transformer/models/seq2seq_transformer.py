@@ -1,0 +1,348 @@
+"""The encoder-decoder Transformer of paper section 3 as a `keras.Model`."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
+from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
+from keras_transformer.layers.token_embedding import TokenEmbedding
+from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
+from keras_transformer.models.presets import get_preset
+from keras_transformer.models.transformer_config import TransformerConfig
+
+INPUT_KEYS = ("encoder_token_ids", "decoder_token_ids")
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Seq2SeqTransformer(keras.Model):
+    """Encoder-decoder Transformer for sequence-to-sequence tasks (paper 3).
+
+    Token ids are embedded with one matrix shared by source, target and the
+    pre-softmax projection and scaled by `sqrt(d_model)` (3.4), added to
+    sinusoidal position encodings (3.5) and dropped out (5.4), then run
+    through `N` encoder and `N` decoder blocks (3.1). The decoder input is the
+    target shifted right (it starts with a begin token); the output is
+    float32 logits for the next token at every position.
+
+    Besides the teacher-forced `call`, `encode` and a one-step `decode` with a
+    key/value cache serve incremental decoding (beam search).
+
+    Args:
+        config: a `TransformerConfig` (or its dict form).
+        **kwargs: base `keras.Model` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: dict with `"encoder_token_ids"` (batch, source_length) and
+            `"decoder_token_ids"` (batch, target_length), integer, padded
+            with `config.pad_id`.
+        training: bool. Enables dropout.
+
+    Returns:
+        float32 logits, (batch, target_length, vocabulary_size).
+
+    Example:
+
+    >>> model = Seq2SeqTransformer.from_preset("base", vocabulary_size=37000)
+    >>> model.compile(optimizer=keras_transformer.training.paper_optimizer(512),
+    ...               loss=keras_transformer.training.LabelSmoothedCrossEntropy())
+    >>> model.fit(dataset)  # ({"encoder_token_ids", "decoder_token_ids"}, labels)
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(
+                "`config` must be a TransformerConfig or a dict of its fields. "
+                f"Received: config of type {type(config).__name__}"
+            )
+        self.config = config
+        c = config
+        policy = self.dtype_policy
+
+        self.target_embedding = TokenEmbedding(
+            c.vocabulary_size,
+            c.d_model,
+            scale=c.scale_embeddings,
+            dtype=policy,
+            name="token_embedding",
+        )
+        if c.share_embeddings:
+            self.source_embedding = self.target_embedding
+        else:
+            self.source_embedding = TokenEmbedding(
+                c.source_vocabulary_size or c.vocabulary_size,
+                c.d_model,
+                scale=c.scale_embeddings,
+                dtype=policy,
+                name="source_token_embedding",
+            )
+        if c.tie_output_projection:
+            self.output_projection = None
+        else:
+            self.output_projection = keras.layers.Dense(
+                c.vocabulary_size, use_bias=False, dtype=policy, name="output_projection"
+            )
+
+        def position_embedding(name):
+            if c.position_embedding == "learned":
+                return LearnedPositionEmbedding(c.max_position, dtype=policy, name=name)
+            return SinusoidalPositionEmbedding(dtype=policy, name=name)
+
+        # The sinusoid has no weights; learned positions are separate per stack.
+        self.source_position_embedding = position_embedding("source_position_embedding")
+        self.target_position_embedding = position_embedding("target_position_embedding")
+        self.source_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
+        self.target_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
+
+        block_args = {
+            "num_heads": c.num_heads,
+            "key_dim": c.head_key_dim,
+            "value_dim": c.head_value_dim,
+            "intermediate_dim": c.intermediate_dim,
+            "dropout": c.dropout,
+            "attention_dropout": c.attention_dropout,
+            "activation_dropout": c.activation_dropout,
+            "normalize_first": c.normalize_first,
+            "layer_norm_epsilon": c.layer_norm_epsilon,
+            "dtype": policy,
+        }
+        self.encoder_blocks = [
+            TransformerEncoderBlock(**block_args, name=f"encoder_block_{i}")
+            for i in range(c.num_layers)
+        ]
+        self.decoder_blocks = [
+            TransformerDecoderBlock(**block_args, name=f"decoder_block_{i}")
+            for i in range(c.num_layers)
+        ]
+        self.encoder_final_norm = self.decoder_final_norm = None
+        if c.normalize_first:
+            # Pre-LN leaves the residual stream unnormalized: close each stack with a LayerNorm.
+            self.encoder_final_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=policy, name="encoder_final_norm"
+            )
+            self.decoder_final_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, dtype=policy, name="decoder_final_norm"
+            )
+
+    @classmethod
+    def from_preset(cls, name, vocabulary_size, **overrides):
+        """Builds the model of preset `name` ("base", "big", "table3-B1", ...)."""
+        return cls(get_preset(name).config(vocabulary_size, **overrides))
+
+    def build(self, input_shape=None):
+        d_model = self.config.d_model
+        sequence_shape = (None, None, d_model)
+        self.target_embedding.build()
+        if not self.source_embedding.built:  # the same layer when embeddings are shared
+            self.source_embedding.build()
+        self.source_position_embedding.build(sequence_shape)
+        self.target_position_embedding.build(sequence_shape)
+        for block in self.encoder_blocks:
+            block.build(sequence_shape)
+        for block in self.decoder_blocks:
+            block.build(sequence_shape, sequence_shape)
+        for norm in (self.encoder_final_norm, self.decoder_final_norm):
+            if norm is not None:
+                norm.build(sequence_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(sequence_shape)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        encoder_token_ids, decoder_token_ids = self._check_inputs(inputs)
+        encoder_outputs = self.encode(encoder_token_ids, training=training)
+        return self._decode_sequence(
+            decoder_token_ids,
+            encoder_outputs,
+            padding_mask(encoder_token_ids, self.config.pad_id),
+            training=training,
+        )
+
+    def encode(self, encoder_token_ids, training=None):
+        """Runs the encoder stack.
+
+        Args:
+            encoder_token_ids: int (batch, source_length), padded with `pad_id`.
+            training: bool. Enables dropout.
+
+        Returns:
+            (batch, source_length, d_model) encoder outputs.
+        """
+        mask = padding_mask(encoder_token_ids, self.config.pad_id)  # (batch, source_length)
+        sequence = self.source_embedding(encoder_token_ids)
+        sequence = sequence + self.source_position_embedding(sequence)
+        sequence = self.source_dropout(sequence, training=training)
+        for block in self.encoder_blocks:
+            sequence = block(sequence, padding_mask=mask, training=training)
+        if self.encoder_final_norm is not None:
+            sequence = self.encoder_final_norm(sequence)
+        return sequence
+
+    def _embed_target(self, decoder_token_ids, start_index=0, training=None):
+        sequence = self.target_embedding(decoder_token_ids)
+        sequence = sequence + self.target_position_embedding(sequence, start_index=start_index)
+        return self.target_dropout(sequence, training=training)
+
+    def _logits(self, sequence):
+        if self.decoder_final_norm is not None:
+            sequence = self.decoder_final_norm(sequence)
+        if self.output_projection is None:
+            return self.target_embedding(sequence, reverse=True)  # float32
+        return ops.cast(self.output_projection(sequence), "float32")
+
+    def _decode_sequence(
+        self,
+        decoder_token_ids,
+        encoder_outputs,
+        encoder_padding_mask,
+        training=None,
+        return_attention_scores=False,
+    ):
+        sequence = self._embed_target(decoder_token_ids, training=training)
+        scores = []
+        for block in self.decoder_blocks:
+            sequence = block(
+                sequence,
+                encoder_outputs,
+                encoder_padding_mask=encoder_padding_mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+            if return_attention_scores:
+                sequence, weights = sequence
+                scores.append(weights)
+        logits = self._logits(sequence)
+        return (logits, scores) if return_attention_scores else logits
+
+    def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length):
+        """Decoding state for `decode`: empty self-attention buffers, cross-attention keys.
+
+        Cross-attention keys and values are projected here, once per source.
+
+        Args:
+            encoder_outputs: (batch, source_length, d_model) from `encode`.
+            encoder_token_ids: int (batch, source_length), for the padding mask.
+            max_length: int. Number of target positions the buffers hold.
+
+        Returns:
+            A dict of tensors (every one batch-major, so beam search can
+            reorder it with `ops.take(..., axis=0)`): `"self_key"`,
+            `"self_value"`, `"cross_key"`, `"cross_value"` (tuples, one entry
+            per decoder block) and `"encoder_padding_mask"`.
+        """
+        batch_size = ops.shape(encoder_outputs)[0]
+        c = self.config
+
+        def buffers(head_dim):
+            shape = (batch_size, max_length, c.num_heads, head_dim)
+            return tuple(ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_blocks)
+
+        cross = [block.cross_attention.compute_key_value(encoder_outputs) for block in
+                 self.decoder_blocks]
+        return {
+            "self_key": buffers(c.head_key_dim),
+            "self_value": buffers(c.head_value_dim),
+            "cross_key": tuple(key for key, _ in cross),
+            "cross_value": tuple(value for _, value in cross),
+            "encoder_padding_mask": padding_mask(encoder_token_ids, c.pad_id),
+        }
+
+    def decode(self, decoder_token_ids, cache, index):
+        """Decodes from position `index` on, reading and extending `cache`.
+
+        Args:
+            decoder_token_ids: int (batch, steps), usually steps = 1: the
+                tokens at positions `index, ..., index + steps - 1`.
+            cache: the dict from `initialize_cache` (or a previous `decode`).
+            index: int or scalar int tensor, the position of the first token.
+
+        Returns:
+            `(logits, cache)`: float32 logits (batch, steps, vocabulary_size)
+            for the tokens that follow, and the updated cache.
+        """
+        sequence = self._embed_target(decoder_token_ids, start_index=index)
+        self_keys, self_values = [], []
+        for i, block in enumerate(self.decoder_blocks):
+            sequence, (key, value) = block(
+                sequence,
+                encoder_padding_mask=cache["encoder_padding_mask"],
+                self_attention_cache=(cache["self_key"][i], cache["self_value"][i]),
+                cross_attention_cache=(cache["cross_key"][i], cache["cross_value"][i]),
+                cache_index=index,
+            )
+            self_keys.append(key)
+            self_values.append(value)
+        cache = {**cache, "self_key": tuple(self_keys), "self_value": tuple(self_values)}
+        return self._logits(sequence), cache
+
+    def attention_weights(self, inputs):
+        """Attention weights of every layer, for figures like the paper's 3-5.
+
+        Args:
+            inputs: the dict `call` takes.
+
+        Returns:
+            A dict with `"encoder_self_attention"`, `"decoder_self_attention"`
+            and `"decoder_cross_attention"`: lists (one per layer) of float32
+            (batch, heads, query_length, key_length) weights.
+        """
+        encoder_token_ids, decoder_token_ids = self._check_inputs(inputs)
+        mask = padding_mask(encoder_token_ids, self.config.pad_id)
+        sequence = self.source_embedding(encoder_token_ids)
+        sequence = sequence + self.source_position_embedding(sequence)
+        encoder_scores = []
+        for block in self.encoder_blocks:
+            sequence, weights = block(sequence, padding_mask=mask, return_attention_scores=True)
+            encoder_scores.append(weights)
+        if self.encoder_final_norm is not None:
+            sequence = self.encoder_final_norm(sequence)
+        _, decoder_scores = self._decode_sequence(
+            decoder_token_ids, sequence, mask, return_attention_scores=True
+        )
+        return {
+            "encoder_self_attention": encoder_scores,
+            "decoder_self_attention": [s["self_attention"] for s in decoder_scores],
+            "decoder_cross_attention": [s["cross_attention"] for s in decoder_scores],
+        }
+
+    def _check_inputs(self, inputs):
+        if not isinstance(inputs, dict):
+            raise TypeError(
+                f"Seq2SeqTransformer expects a dict with keys {list(INPUT_KEYS)}. "
+                f"Received: inputs of type {type(inputs).__name__}"
+            )
+        missing = [key for key in INPUT_KEYS if key not in inputs]
+        unexpected = sorted(set(inputs) - set(INPUT_KEYS))
+        if missing or unexpected:
+            raise ValueError(
+                f"Seq2SeqTransformer expects the keys {list(INPUT_KEYS)}. "
+                f"Missing: {missing}; unexpected: {unexpected}. Received keys: {sorted(inputs)}"
+            )
+        tensors = []
+        for key in INPUT_KEYS:
+            dtype = keras.backend.standardize_dtype(inputs[key].dtype)
+            if "int" not in dtype:
+                raise TypeError(
+                    f"`{key}` must hold integer token ids. Received: dtype={dtype}"
+                )
+            if len(inputs[key].shape) != 2:
+                raise ValueError(
+                    f"`{key}` must have shape (batch, length). Received: shape={inputs[key].shape}"
+                )
+            tensors.append(inputs[key])
+        return tensors
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        model_config = TransformerConfig.from_dict(config.pop("config"))
+        return cls(model_config, **config)

@@ -1,0 +1,125 @@
+"""The hyperparameters of a `Seq2SeqTransformer`, with the paper's base values as defaults."""
+
+import dataclasses
+
+POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Architecture of an encoder-decoder Transformer.
+
+    Defaults are the paper's base model (Table 3, first row); every deviation
+    from the paper is a field whose default is the paper's value. Training
+    settings (label smoothing, steps) live with the presets, not here.
+    """
+
+    # Size of the shared source/target subword vocabulary (5.1: about 37k BPE for en-de).
+    vocabulary_size: int
+    # N: identical layers in the encoder and in the decoder (3.1).
+    num_layers: int = 6
+    # d_model: width of every sublayer output and of the embeddings (3.1).
+    d_model: int = 512
+    # h: parallel attention heads (3.2.2).
+    num_heads: int = 8
+    # d_k: query/key size per head; None means d_model // num_heads (3.2.2, Table 3 row B).
+    key_dim: int | None = None
+    # d_v: value size per head; None means d_model // num_heads (3.2.2).
+    value_dim: int | None = None
+    # d_ff: inner size of the position-wise feed-forward network (3.3).
+    intermediate_dim: int = 2048
+    # P_drop: residual dropout and dropout on embedding + position sums (5.4).
+    dropout: float = 0.1
+    # Dropout on attention weights; not in the paper (0.0).
+    attention_dropout: float = 0.0
+    # Dropout after the feed-forward ReLU; not in the paper (0.0).
+    activation_dropout: float = 0.0
+    # "sinusoidal" (3.5) or "learned" (Table 3 row E).
+    position_embedding: str = "sinusoidal"
+    # Positions a learned position embedding covers; unused by the sinusoid.
+    max_position: int = 1024
+    # One embedding matrix for encoder and decoder inputs (3.4); needs one shared vocabulary.
+    share_embeddings: bool = True
+    # Decoder input embedding reused as the pre-softmax projection (3.4).
+    tie_output_projection: bool = True
+    # Multiply embeddings by sqrt(d_model) (3.4).
+    scale_embeddings: bool = True
+    # Pre-LN (x + Sublayer(LN(x)), final LN per stack) instead of the paper's post-LN.
+    normalize_first: bool = False
+    # LayerNorm epsilon; the paper gives none, tensor2tensor used 1e-6.
+    layer_norm_epsilon: float = 1e-6
+    # Token id of padding: masked in attention, excluded from the loss.
+    pad_id: int = 0
+    # Source vocabulary size when embeddings are not shared; None means vocabulary_size.
+    source_vocabulary_size: int | None = None
+
+    def __post_init__(self):
+        def positive_int(name):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+
+        for name in ("vocabulary_size", "num_layers", "d_model", "num_heads", "intermediate_dim"):
+            positive_int(name)
+        for name in ("key_dim", "value_dim", "source_vocabulary_size"):
+            if getattr(self, name) is not None:
+                positive_int(name)
+        if (self.key_dim is None or self.value_dim is None) and self.d_model % self.num_heads:
+            raise ValueError(
+                "`d_model` must be divisible by `num_heads` when `key_dim` or `value_dim` "
+                f"is derived from them. Received: d_model={self.d_model}, "
+                f"num_heads={self.num_heads}"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            rate = getattr(self, name)
+            if not 0.0 <= rate < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate!r}")
+        if self.position_embedding not in POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"`position_embedding` must be one of {POSITION_EMBEDDINGS}. "
+                f"Received: position_embedding={self.position_embedding!r}"
+            )
+        positive_int("max_position")
+        if not 0 <= self.pad_id < self.vocabulary_size:
+            raise ValueError(
+                f"`pad_id` must be a token id in [0, vocabulary_size={self.vocabulary_size}). "
+                f"Received: pad_id={self.pad_id!r}"
+            )
+        if self.share_embeddings and self.source_vocabulary_size not in (
+            None,
+            self.vocabulary_size,
+        ):
+            raise ValueError(
+                "`share_embeddings=True` needs one vocabulary; set share_embeddings=False for "
+                f"a separate source vocabulary. Received: "
+                f"source_vocabulary_size={self.source_vocabulary_size}, "
+                f"vocabulary_size={self.vocabulary_size}"
+            )
+
+    @property
+    def head_key_dim(self):
+        """d_k actually used."""
+        return self.key_dim or self.d_model // self.num_heads
+
+    @property
+    def head_value_dim(self):
+        """d_v actually used."""
+        return self.value_dim or self.d_model // self.num_heads
+
+    @classmethod
+    def from_dict(cls, config):
+        """Builds a config from a dict, naming unknown keys in the error."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(
+                f"Unknown TransformerConfig fields: {unknown}. Expected some of {sorted(known)}."
+            )
+        return cls(**config)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes):
+        """A copy with `changes` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
