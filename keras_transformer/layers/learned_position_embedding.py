@@ -55,13 +55,13 @@ class LearnedPositionEmbedding(keras.layers.Layer):
     def call(self, inputs, start_index=0):
         shape = ops.shape(inputs)
         length = shape[-2]
-        if isinstance(length, int) and isinstance(start_index, int):
-            if start_index + length > self.max_length:
-                raise ValueError(
-                    f"Positions up to {start_index + length - 1} requested but "
-                    f"`max_length` is {self.max_length}. Received: start_index={start_index}, "
-                    f"length={length}."
-                )
+        static = isinstance(length, int) and isinstance(start_index, int)
+        if static and start_index + length > self.max_length:
+            raise ValueError(
+                f"Positions up to {start_index + length - 1} requested but "
+                f"`max_length` is {self.max_length}. Received: start_index={start_index}, "
+                f"length={length}."
+            )
         positions = ops.arange(length) + start_index
         embeddings = ops.take(self.position_embeddings, positions, axis=0)
         return ops.broadcast_to(ops.cast(embeddings, inputs.dtype), shape)

@@ -90,7 +90,9 @@ class MultiHeadAttention(keras.layers.Layer):
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
         if value_dim is not None and (not isinstance(value_dim, int) or value_dim <= 0):
-            raise ValueError(f"`value_dim` must be a positive int. Received: value_dim={value_dim!r}")
+            raise ValueError(
+                f"`value_dim` must be a positive int. Received: value_dim={value_dim!r}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
         self.num_heads = num_heads

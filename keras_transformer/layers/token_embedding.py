@@ -95,9 +95,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "vocabulary_size": self.vocabulary_size,
                 "embedding_dim": self.embedding_dim,
                 "scale": self.scale,
-                "embeddings_initializer": keras.initializers.serialize(
-                    self.embeddings_initializer
-                ),
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             }
         )
         return config

@@ -241,8 +241,10 @@ class Seq2SeqTransformer(keras.Model):
             shape = (batch_size, max_length, c.num_heads, head_dim)
             return tuple(ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_blocks)
 
-        cross = [block.cross_attention.compute_key_value(encoder_outputs) for block in
-                 self.decoder_blocks]
+        cross = [
+            block.cross_attention.compute_key_value(encoder_outputs)
+            for block in self.decoder_blocks
+        ]
         return {
             "self_key": buffers(c.head_key_dim),
             "self_value": buffers(c.head_value_dim),
@@ -326,9 +328,7 @@ class Seq2SeqTransformer(keras.Model):
         for key in INPUT_KEYS:
             dtype = keras.backend.standardize_dtype(inputs[key].dtype)
             if "int" not in dtype:
-                raise TypeError(
-                    f"`{key}` must hold integer token ids. Received: dtype={dtype}"
-                )
+                raise TypeError(f"`{key}` must hold integer token ids. Received: dtype={dtype}")
             if len(inputs[key].shape) != 2:
                 raise ValueError(
                     f"`{key}` must have shape (batch, length). Received: shape={inputs[key].shape}"

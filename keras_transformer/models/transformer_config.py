@@ -37,7 +37,7 @@ class TransformerConfig:
     # "sinusoidal" (3.5) or "learned" (Table 3 row E).
     position_embedding: str = "sinusoidal"
     # Positions a learned position embedding covers; unused by the sinusoid.
-    max_position: int = 1024
+    max_position: int = 512
     # One embedding matrix for encoder and decoder inputs (3.4); needs one shared vocabulary.
     share_embeddings: bool = True
     # Decoder input embedding reused as the pre-softmax projection (3.4).

@@ -1,0 +1,98 @@
+import keras
+import numpy as np
+import pytest
+from conftest import to_numpy
+from references import numpy_attention
+
+from keras_transformer.layers import MultiHeadAttention
+
+
+def test_matches_numpy_reference_with_separate_key_and_value_sizes():
+    rng = np.random.default_rng(0)
+    query = rng.normal(size=(2, 5, 12)).astype("float32")
+    memory = rng.normal(size=(2, 7, 12)).astype("float32")
+    mask = np.ones((2, 1, 7), bool)
+    mask[1, :, 4:] = False
+    layer = MultiHeadAttention(num_heads=3, key_dim=2, value_dim=6)
+    output, weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
+    expected, expected_weights = numpy_attention(
+        layer, query, memory, np.broadcast_to(mask, (2, 5, 7))
+    )
+    assert layer.query_dense.kernel.shape == (12, 3, 2)
+    assert layer.value_dense.kernel.shape == (12, 3, 6)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-6)
+    assert np.all(to_numpy(weights)[1, :, :, 4:] == 0.0)
+
+
+def test_causal_self_attention_matches_reference():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    output = layer(x, use_causal_mask=True)
+    causal = np.tril(np.ones((6, 6), bool))[None].repeat(2, 0)
+    expected, _ = numpy_attention(layer, x, x, causal)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
+
+
+def test_growing_cache_reproduces_full_causal_attention():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    full = to_numpy(layer(x, use_causal_mask=True))
+    cache = (np.zeros((2, 6, 2, 4), "float32"), np.zeros((2, 6, 2, 3), "float32"))
+    steps = []
+    for t in range(6):
+        out, cache = layer(x[:, t : t + 1], use_causal_mask=True, cache=cache, cache_index=t)
+        steps.append(to_numpy(out))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+    # The cache holds the projected keys of every step.
+    np.testing.assert_allclose(to_numpy(cache[0]), to_numpy(layer.key_dense(x)), atol=1e-6)
+
+
+def test_static_cache_equals_recomputing_keys_and_values():
+    rng = np.random.default_rng(3)
+    query = rng.normal(size=(2, 3, 8)).astype("float32")
+    memory = rng.normal(size=(2, 5, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    direct = layer(query, memory)
+    cached = layer(query, cache=layer.compute_key_value(memory))
+    np.testing.assert_allclose(to_numpy(cached), to_numpy(direct), atol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_masks_are_safe_in_low_precision(policy):
+    rng = np.random.default_rng(4)
+    # Large activations: a -1e9 additive mask in float16 would overflow to -inf/NaN.
+    query = (rng.normal(size=(2, 4, 8)) * 30).astype("float32")
+    mask = np.ones((2, 4, 4), bool)
+    mask[0, :, 2:] = False
+    mask[1] = False  # a fully masked row (an all-padding source) must not give NaN
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, dtype=policy)
+    output, weights = layer(
+        keras.ops.convert_to_tensor(query), attention_mask=mask, return_attention_scores=True
+    )
+    assert keras.backend.standardize_dtype(output.dtype) == policy.split("_")[1]
+    assert keras.backend.standardize_dtype(weights.dtype) == "float32"
+    output, weights = to_numpy(keras.ops.cast(output, "float32")), to_numpy(weights)
+    assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
+    assert np.all(weights[0, :, :, 2:] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_attention_dropout_only_in_training():
+    x = np.random.default_rng(5).normal(size=(1, 6, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.5)
+    inference = to_numpy(layer(x))
+    np.testing.assert_allclose(to_numpy(layer(x)), inference)
+    assert not np.allclose(to_numpy(layer(x, training=True)), inference)
+
+
+def test_config_round_trip_and_bad_arguments():
+    layer = MultiHeadAttention(num_heads=4, key_dim=8, value_dim=16, dropout=0.1, use_bias=False)
+    clone = MultiHeadAttention.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    with pytest.raises(ValueError, match="num_heads=0"):
+        MultiHeadAttention(num_heads=0, key_dim=8)
+    with pytest.raises(ValueError, match=r"dropout=1\.5"):
+        MultiHeadAttention(num_heads=2, key_dim=8, dropout=1.5)

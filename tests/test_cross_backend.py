@@ -1,0 +1,68 @@
+"""The same weights give the same logits on the TensorFlow and JAX backends."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+from conftest import random_token_ids, to_numpy
+
+from keras_transformer import Seq2SeqTransformer
+
+OTHER_BACKEND = {"tensorflow": "jax", "jax": "tensorflow"}[keras.backend.backend()]
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import keras
+    from keras_transformer import Seq2SeqTransformer
+
+    workdir = sys.argv[1]
+    with open(f"{workdir}/config.json") as f:
+        model = Seq2SeqTransformer(json.load(f))
+    inputs = dict(np.load(f"{workdir}/inputs.npz"))
+    model(inputs)
+    model.load_weights(f"{workdir}/model.weights.h5")
+    logits = keras.ops.convert_to_numpy(model(inputs))
+    encoder_outputs = model.encode(inputs["encoder_token_ids"])
+    cache = model.initialize_cache(encoder_outputs, inputs["encoder_token_ids"], 4)
+    step, _ = model.decode(inputs["decoder_token_ids"][:, :1], cache, 0)
+    np.savez(f"{workdir}/out.npz", logits=logits, step=keras.ops.convert_to_numpy(step),
+             backend=keras.backend.backend())
+    """
+)
+
+
+@pytest.mark.parametrize("variant", [{}, {"normalize_first": True, "key_dim": 2, "value_dim": 6}])
+def test_same_weights_same_logits_on_the_other_backend(tiny_config, tmp_path, variant):
+    pytest.importorskip(OTHER_BACKEND)
+    config = tiny_config.replace(**variant)
+    model = Seq2SeqTransformer(config)
+    rng = np.random.default_rng(0)
+    inputs = {
+        "encoder_token_ids": random_token_ids(rng, 3, 9, config.vocabulary_size),
+        "decoder_token_ids": random_token_ids(rng, 3, 6, config.vocabulary_size),
+    }
+    logits = to_numpy(model(inputs))
+    model.save_weights(tmp_path / "model.weights.h5")
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+
+    env = {**os.environ, "KERAS_BACKEND": OTHER_BACKEND, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    other = np.load(tmp_path / "out.npz")
+    assert str(other["backend"]) == OTHER_BACKEND
+    np.testing.assert_allclose(other["logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(other["step"], logits[:, :1], atol=1e-5)
