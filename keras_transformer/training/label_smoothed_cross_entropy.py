@@ -22,7 +22,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     Paper 5.4: "During training, we employed label smoothing of value
     eps_ls = 0.1". The smoothing mass is spread uniformly over all `K`
-    classes, as in the paper's reference. Per token,
+    classes, as in Szegedy et al. (2016), which the paper cites for it. Per token,
     `loss = (1 - eps) * (lse(z) - z_y) + eps * (lse(z) - mean(z))`, computed
     from the logits `z` directly, so no one-hot targets are built. The loss
     is computed in float32 whatever the dtype of the logits.
