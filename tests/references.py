@@ -11,9 +11,9 @@ def weights64(layer):
 def numpy_attention(layer, query, key_value, mask=None):
     """softmax(Q K^T / sqrt(d_k)) V per head, then W^O, from the layer's weights."""
 
-    def project(dense, x):
-        kernel, bias = weights64(dense)
-        return np.einsum("btd,dhk->bthk", x, kernel) + bias
+    def project(dense, x, equation="btd,dhk->bthk"):
+        kernel, *bias = weights64(dense)
+        return np.einsum(equation, x, kernel) + (bias[0] if bias else 0.0)
 
     q = project(layer.query_dense, query)
     k = project(layer.key_dense, key_value)
@@ -24,8 +24,7 @@ def numpy_attention(layer, query, key_value, mask=None):
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     context = np.einsum("bhqt,bthv->bqhv", weights, v)
-    kernel, bias = weights64(layer.output_dense)
-    return np.einsum("bqhv,hvd->bqd", context, kernel) + bias, weights
+    return project(layer.output_dense, context, "bqhv,hvd->bqd"), weights
 
 
 def layer_norm(x, layer):

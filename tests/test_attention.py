@@ -7,18 +7,20 @@ from references import numpy_attention
 from keras_transformer.layers import MultiHeadAttention
 
 
-def test_matches_numpy_reference_with_separate_key_and_value_sizes():
+@pytest.mark.parametrize("use_bias", [False, True])
+def test_matches_numpy_reference_with_separate_key_and_value_sizes(use_bias):
     rng = np.random.default_rng(0)
     query = rng.normal(size=(2, 5, 12)).astype("float32")
     memory = rng.normal(size=(2, 7, 12)).astype("float32")
     mask = np.ones((2, 1, 7), bool)
     mask[1, :, 4:] = False
-    layer = MultiHeadAttention(num_heads=3, key_dim=2, value_dim=6)
+    layer = MultiHeadAttention(num_heads=3, key_dim=2, value_dim=6, use_bias=use_bias)
     output, weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
     expected, expected_weights = numpy_attention(
         layer, query, memory, np.broadcast_to(mask, (2, 5, 7))
     )
     assert layer.query_dense.kernel.shape == (12, 3, 2)
+    assert len(layer.weights) == (8 if use_bias else 4)
     assert layer.value_dense.kernel.shape == (12, 3, 6)
     np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
     np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-6)
@@ -89,7 +91,7 @@ def test_attention_dropout_only_in_training():
 
 
 def test_config_round_trip_and_bad_arguments():
-    layer = MultiHeadAttention(num_heads=4, key_dim=8, value_dim=16, dropout=0.1, use_bias=False)
+    layer = MultiHeadAttention(num_heads=4, key_dim=8, value_dim=16, dropout=0.1, use_bias=True)
     clone = MultiHeadAttention.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
     with pytest.raises(ValueError, match="num_heads=0"):

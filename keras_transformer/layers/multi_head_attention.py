@@ -30,7 +30,8 @@ class MultiHeadAttention(keras.layers.Layer):
             dimension (`d_model`).
         dropout: float. Dropout on the attention weights. The paper uses none
             (0.0); it is an option.
-        use_bias: bool. Whether the projections have biases.
+        use_bias: bool. Whether the projections have biases. The paper's
+            `W^Q`, `W^K`, `W^V`, `W^O` have none (default `False`).
         kernel_initializer: initializer for the projection kernels.
         bias_initializer: initializer for the projection biases.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...).
@@ -80,7 +81,7 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim=None,
         output_dim=None,
         dropout=0.0,
-        use_bias=True,
+        use_bias=False,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,

@@ -25,6 +25,7 @@ class ResidualBlock(keras.layers.Layer):
         dropout=0.1,
         attention_dropout=0.0,
         activation_dropout=0.0,
+        attention_bias=False,
         normalize_first=False,
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
@@ -46,6 +47,7 @@ class ResidualBlock(keras.layers.Layer):
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.activation_dropout = activation_dropout
+        self.attention_bias = attention_bias
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -57,6 +59,7 @@ class ResidualBlock(keras.layers.Layer):
             key_dim=self.key_dim,
             value_dim=self.value_dim,
             dropout=self.attention_dropout,
+            use_bias=self.attention_bias,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
@@ -102,6 +105,7 @@ class ResidualBlock(keras.layers.Layer):
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
                 "activation_dropout": self.activation_dropout,
+                "attention_bias": self.attention_bias,
                 "normalize_first": self.normalize_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),

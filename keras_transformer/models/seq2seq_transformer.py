@@ -105,6 +105,7 @@ class Seq2SeqTransformer(keras.Model):
             "intermediate_dim": c.intermediate_dim,
             "dropout": c.dropout,
             "attention_dropout": c.attention_dropout,
+            "attention_bias": c.attention_bias,
             "activation_dropout": c.activation_dropout,
             "normalize_first": c.normalize_first,
             "layer_norm_epsilon": c.layer_norm_epsilon,

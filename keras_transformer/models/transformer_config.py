@@ -34,6 +34,8 @@ class TransformerConfig:
     attention_dropout: float = 0.0
     # Dropout after the feed-forward ReLU; not in the paper (0.0).
     activation_dropout: float = 0.0
+    # Biases in the attention projections; the paper's W^Q, W^K, W^V, W^O have none (3.2.2).
+    attention_bias: bool = False
     # "sinusoidal" (3.5) or "learned" (Table 3 row E).
     position_embedding: str = "sinusoidal"
     # Positions a learned position embedding covers; unused by the sinusoid.
