@@ -153,10 +153,16 @@ class Seq2SeqTransformer(keras.Model):
             self.output_projection.build(sequence_shape)
         self.built = True
 
+    def _ensure_built(self):
+        # `encode`/`decode` may be the first use of a fresh model (decoding a
+        # model whose weights are loaded next); Keras only builds on `__call__`.
+        if not self.built:
+            self.build()
+
     def call(self, inputs, training=None):
         encoder_token_ids, decoder_token_ids = self._check_inputs(inputs)
         encoder_outputs = self.encode(encoder_token_ids, training=training)
-        return self._decode_sequence(
+        return self.decode_sequence(
             decoder_token_ids,
             encoder_outputs,
             padding_mask(encoder_token_ids, self.config.pad_id),
@@ -173,6 +179,7 @@ class Seq2SeqTransformer(keras.Model):
         Returns:
             (batch, source_length, d_model) encoder outputs.
         """
+        self._ensure_built()
         mask = padding_mask(encoder_token_ids, self.config.pad_id)  # (batch, source_length)
         sequence = self.source_embedding(encoder_token_ids)
         sequence = sequence + self.source_position_embedding(sequence)
@@ -195,7 +202,7 @@ class Seq2SeqTransformer(keras.Model):
             return self.target_embedding(sequence, reverse=True)  # float32
         return ops.cast(self.output_projection(sequence), "float32")
 
-    def _decode_sequence(
+    def decode_sequence(
         self,
         decoder_token_ids,
         encoder_outputs,
@@ -203,6 +210,21 @@ class Seq2SeqTransformer(keras.Model):
         training=None,
         return_attention_scores=False,
     ):
+        """Runs the whole decoder stack over `decoder_token_ids` without a cache.
+
+        Args:
+            decoder_token_ids: int (batch, target_length), the shifted target.
+            encoder_outputs: (batch, source_length, d_model) from `encode`.
+            encoder_padding_mask: boolean (batch, source_length), `True` at real
+                source tokens.
+            training: bool. Enables dropout.
+            return_attention_scores: bool. Also return each block's weights.
+
+        Returns:
+            float32 logits (batch, target_length, vocabulary_size), and a
+            list of per-block attention weight dicts when asked.
+        """
+        self._ensure_built()
         sequence = self._embed_target(decoder_token_ids, training=training)
         scores = []
         for block in self.decoder_blocks:
@@ -235,6 +257,7 @@ class Seq2SeqTransformer(keras.Model):
             `"self_value"`, `"cross_key"`, `"cross_value"` (tuples, one entry
             per decoder block) and `"encoder_padding_mask"`.
         """
+        self._ensure_built()
         batch_size = ops.shape(encoder_outputs)[0]
         c = self.config
 
@@ -267,6 +290,7 @@ class Seq2SeqTransformer(keras.Model):
             `(logits, cache)`: float32 logits (batch, steps, vocabulary_size)
             for the tokens that follow, and the updated cache.
         """
+        self._ensure_built()
         sequence = self._embed_target(decoder_token_ids, start_index=index)
         self_keys, self_values = [], []
         for i, block in enumerate(self.decoder_blocks):
@@ -303,7 +327,7 @@ class Seq2SeqTransformer(keras.Model):
             encoder_scores.append(weights)
         if self.encoder_final_norm is not None:
             sequence = self.encoder_final_norm(sequence)
-        _, decoder_scores = self._decode_sequence(
+        _, decoder_scores = self.decode_sequence(
             decoder_token_ids, sequence, mask, return_attention_scores=True
         )
         return {

@@ -1,0 +1,184 @@
+"""Beam search with the GNMT length penalty and finished-hypothesis bookkeeping (paper 6.1)."""
+
+from keras import ops
+
+from keras_transformer.decoding.search_state import (
+    NEG_INF,
+    compile_search,
+    decode_step,
+    next_token_log_probs,
+    output_limits,
+    reorder_state,
+    start_decoding,
+)
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016)."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def _gather_beams(tensor, indices):
+    """tensor (batch, beams, ...) -> (batch, len(indices[0]), ...) along the beam axis."""
+    shape = ops.shape(tensor)
+    expanded = ops.reshape(indices, (*ops.shape(indices), *([1] * (len(shape) - 2))))
+    expanded = ops.broadcast_to(expanded, (*ops.shape(indices), *shape[2:]))
+    return ops.take_along_axis(tensor, expanded, axis=1)
+
+
+def build_beam_search(
+    model,
+    *,
+    bos_id,
+    eos_id,
+    beam_size=4,
+    alpha=0.6,
+    max_extra_length=50,
+    num_results=1,
+    use_cache=True,
+):
+    """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
+
+    The whole decoding loop runs inside the compiled function (`jax.jit` or
+    `tf.function`), using the model's key/value cache: cross-attention keys
+    and values are computed once per source, the self-attention cache grows
+    one position per step and is reordered when beams are.
+
+    Each step extends every live beam by every token, keeps the `2 * beam_size`
+    best continuations, and splits them: those ending in EOS and ranked among
+    the best `beam_size` become finished hypotheses scored
+    `log_prob / ((5 + length) / 6) ** alpha` (length counts the EOS); the best
+    `beam_size` that did not end stay live. The best `beam_size`
+    finished hypotheses are kept. A row stops when its worst kept finished
+    hypothesis beats the best score any live beam could still reach
+    (`log_prob / penalty(max_length)`: log-probabilities only fall and the
+    penalty only grows); the loop stops when every row has, or at the length
+    limit: `source_length + max_extra_length` output tokens, then EOS.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        bos_id: int. Begin-of-sentence id, the first decoder input.
+        eos_id: int. End-of-sentence id.
+        beam_size: int. Beams per source (paper: 4).
+        alpha: float. Length penalty exponent (paper: 0.6); 0 ranks by raw
+            log-probability.
+        max_extra_length: int. Output tokens allowed beyond the source length
+            (paper: 50).
+        num_results: int. Hypotheses returned per source, best first
+            (`<= beam_size`).
+        use_cache: bool. Decode with the key/value cache (default). `False`
+            reruns the whole decoder every step: same results, slower; kept
+            as the reference the cache is tested and benchmarked against.
+
+    Returns:
+        A function taking int (batch, source_length) ids and returning
+        `tokens`, int32 (batch, num_results, source_length + max_extra_length + 1)
+        with EOS and everything after it set to the padding id, and
+        `scores`, float32 (batch, num_results), the length-penalized
+        log-probabilities. A slot with no hypothesis (fewer than
+        `num_results` distinct ones exist) has score -inf and no tokens.
+    """
+    if not 1 <= num_results <= beam_size:
+        raise ValueError(
+            f"`num_results` must be in [1, beam_size={beam_size}]. Received: {num_results}"
+        )
+    if alpha < 0:
+        raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha}")
+    pad_id = model.config.pad_id
+    banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
+
+    def search(encoder_token_ids):
+        encoder_token_ids = ops.cast(encoder_token_ids, "int32")
+        batch_size, source_length = ops.shape(encoder_token_ids)
+        num_steps = source_length + max_extra_length + 1  # the last one can only emit EOS
+        k = beam_size
+        limits = output_limits(encoder_token_ids, pad_id, max_extra_length)  # (batch,)
+        beam_limits = ops.repeat(limits, k, axis=0)  # (batch * k,)
+
+        # Encode each source once, then give every beam its copy.
+        encoder_outputs = ops.repeat(model.encode(encoder_token_ids), k, axis=0)
+        source = ops.repeat(encoder_token_ids, k, axis=0)  # (batch * k, source_length)
+        cache = start_decoding(model, encoder_outputs, source, num_steps, use_cache)
+        # Only beam 0 is live at the start; the others would duplicate it.
+        alive_log_probs = ops.tile(
+            ops.convert_to_tensor([[0.0] + [NEG_INF] * (k - 1)], "float32"), (batch_size, 1)
+        )
+        positions = ops.arange(num_steps + 1, dtype="int32")
+        alive = ops.where(positions == 0, bos_id, pad_id)
+        alive = ops.broadcast_to(ops.cast(alive, "int32"), (batch_size, k, num_steps + 1))
+        finished = ops.zeros_like(alive)
+        finished_scores = ops.full((batch_size, k), NEG_INF, "float32")
+        max_penalty = length_penalty(limits + 1, alpha)  # (batch,)
+        batch_offsets = ops.arange(batch_size, dtype="int32")[:, None] * k  # (batch, 1)
+
+        def not_done(step, alive, alive_log_probs, finished, finished_scores, cache):
+            best_possible = alive_log_probs[:, 0] / max_penalty  # (batch,)
+            settled = ops.all(finished_scores[:, -1] >= best_possible)
+            return ops.logical_and(step < num_steps, ops.logical_not(settled))
+
+        def step_fn(step, alive, alive_log_probs, finished, finished_scores, cache):
+            buffer = ops.reshape(alive, (batch_size * k, -1))  # (batch * k, steps + 1)
+            logits, cache = decode_step(model, buffer, step, cache, use_cache)
+            log_probs = next_token_log_probs(logits, step, beam_limits, eos_id, banned)
+            vocab = ops.shape(log_probs)[-1]
+            candidates = alive_log_probs[:, :, None] + ops.reshape(log_probs, (batch_size, k, -1))
+            top_log_probs, top_ids = ops.top_k(ops.reshape(candidates, (batch_size, -1)), 2 * k)
+            top_beams = top_ids // vocab  # (batch, 2k)
+            top_tokens = ops.cast(top_ids % vocab, "int32")
+            sequences = _gather_beams(alive, top_beams)  # (batch, 2k, steps + 1)
+            sequences = ops.where(
+                positions[None, None, :] == step + 1, top_tokens[:, :, None], sequences
+            )
+            ends = top_tokens == eos_id
+
+            # Live beams: the best k continuations that did not end.
+            alive_log_probs, alive_slots = ops.top_k(ops.where(ends, NEG_INF, top_log_probs), k)
+            alive = _gather_beams(sequences, alive_slots)
+            parents = ops.take_along_axis(top_beams, alive_slots, axis=1)  # (batch, k)
+            cache = reorder_state(cache, ops.reshape(parents + batch_offsets, (-1,)))
+
+            # Finished hypotheses: merge the new ones into the k best so far.
+            # An EOS continuation finishes only if it ranks among the k best
+            # (as fairseq does): then beam size 1 is exactly greedy decoding.
+            finishes = ops.logical_and(ends, ops.arange(2 * k)[None, :] < k)
+            new_scores = ops.where(
+                finishes, top_log_probs / length_penalty(step + 1, alpha), NEG_INF
+            )
+            pool = ops.concatenate([finished, sequences], axis=1)  # (batch, 3k, steps + 1)
+            pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)
+            finished_scores, kept = ops.top_k(pool_scores, k)
+            finished = _gather_beams(pool, kept)
+            return step + 1, alive, alive_log_probs, finished, finished_scores, cache
+
+        state = (
+            ops.convert_to_tensor(0, "int32"),
+            alive,
+            alive_log_probs,
+            finished,
+            finished_scores,
+            cache,
+        )
+        _, _, _, finished, finished_scores, _ = ops.while_loop(not_done, step_fn, state)
+        tokens = finished[:, :num_results, 1:]  # drop BOS
+        scores = finished_scores[:, :num_results]
+        # EOS and whatever follows it become padding; so do slots never filled
+        # (only NEG_INF-seeded beams could reach them).
+        ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
+        empty = scores < NEG_INF / 2
+        tokens = ops.where(ops.logical_or(ended, empty[:, :, None]), pad_id, tokens)
+        return tokens, ops.where(empty, float("-inf"), scores)
+
+    return compile_search(search, model)
+
+
+def beam_search(model, encoder_token_ids, **kwargs):
+    """Beam search on one batch; see `build_beam_search` for the arguments.
+
+    Builds (and compiles) a new search each call: keep the function from
+    `build_beam_search` to decode many batches.
+
+    Example:
+
+    >>> tokens, scores = beam_search(model, source_ids, bos_id=2, eos_id=3)
+    """
+    return build_beam_search(model, **kwargs)(encoder_token_ids)

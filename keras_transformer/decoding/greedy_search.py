@@ -1,0 +1,72 @@
+"""Greedy decoding with the key/value cache."""
+
+from keras import ops
+
+from keras_transformer.decoding.search_state import (
+    compile_search,
+    decode_step,
+    next_token_log_probs,
+    output_limits,
+    start_decoding,
+)
+
+
+def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache=True):
+    """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
+
+    Picks the most probable token at every step, under the same rules as beam
+    search (no padding or BOS generated, at most `source_length +
+    max_extra_length` tokens then EOS), and stops when every row has ended.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        bos_id: int. Begin-of-sentence id.
+        eos_id: int. End-of-sentence id.
+        max_extra_length: int. Output tokens allowed beyond the source length.
+        use_cache: bool. Decode with the key/value cache (default), or rerun
+            the whole decoder every step (the reference for tests/benchmarks).
+
+    Returns:
+        A function taking int (batch, source_length) ids and returning
+        `tokens`, int32 (batch, source_length + max_extra_length + 1), EOS and
+        what follows set to padding, and `scores`, float32 (batch,), the sum
+        of the chosen tokens' log-probabilities (EOS included).
+    """
+    pad_id = model.config.pad_id
+    banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
+
+    def search(encoder_token_ids):
+        encoder_token_ids = ops.cast(encoder_token_ids, "int32")
+        batch_size, source_length = ops.shape(encoder_token_ids)
+        num_steps = source_length + max_extra_length + 1
+        limits = output_limits(encoder_token_ids, pad_id, max_extra_length)
+        cache = start_decoding(
+            model, model.encode(encoder_token_ids), encoder_token_ids, num_steps, use_cache
+        )
+        positions = ops.arange(num_steps + 1, dtype="int32")
+        tokens = ops.where(positions[None, :] == 0, bos_id, pad_id)
+        tokens = ops.cast(ops.broadcast_to(tokens, (batch_size, num_steps + 1)), "int32")
+        done = ops.zeros((batch_size,), "bool")
+        scores = ops.zeros((batch_size,), "float32")
+
+        def not_done(step, tokens, done, scores, cache):
+            return ops.logical_and(step < num_steps, ops.logical_not(ops.all(done)))
+
+        def step_fn(step, tokens, done, scores, cache):
+            logits, cache = decode_step(model, tokens, step, cache, use_cache)
+            log_probs = next_token_log_probs(logits, step, limits, eos_id, banned)
+            chosen = ops.cast(ops.argmax(log_probs, axis=-1), "int32")  # (batch,)
+            chosen_log_prob = ops.max(log_probs, axis=-1)
+            chosen = ops.where(done, pad_id, chosen)
+            scores = scores + ops.where(done, 0.0, chosen_log_prob)
+            tokens = ops.where(positions[None, :] == step + 1, chosen[:, None], tokens)
+            done = ops.logical_or(done, chosen == eos_id)
+            return step + 1, tokens, done, scores, cache
+
+        state = (ops.convert_to_tensor(0, "int32"), tokens, done, scores, cache)
+        _, tokens, _, scores, _ = ops.while_loop(not_done, step_fn, state)
+        tokens = tokens[:, 1:]
+        ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
+        return ops.where(ended, pad_id, tokens), scores
+
+    return compile_search(search, model)

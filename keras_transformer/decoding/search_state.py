@@ -1,0 +1,117 @@
+"""What greedy and beam search share: source lengths, token masks, compilation."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masks import padding_mask
+
+# Finite stand-in for -inf: sums and divisions of it stay finite, so no NaN appears.
+NEG_INF = -1.0e9
+
+
+def output_limits(encoder_token_ids, pad_id, max_extra_length):
+    """Maximum number of output tokens per row (EOS not counted): source length + extra.
+
+    The source length counts every non-padding token (an appended EOS included).
+    A row with no source token gets 0: an empty source yields an empty output.
+    """
+    source_lengths = ops.sum(ops.cast(ops.not_equal(encoder_token_ids, pad_id), "int32"), axis=1)
+    return ops.where(source_lengths > 0, source_lengths + max_extra_length, 0)  # (batch,)
+
+
+def next_token_log_probs(logits, step, limits, eos_id, banned_ids):
+    """Log-probabilities of the next token with the decoding rules applied.
+
+    `banned_ids` (padding, begin-of-sentence) are never generated; a row that
+    reached its length limit (`step >= limit`) may only emit EOS.
+
+    Args:
+        logits: (rows, vocab) float32 logits.
+        step: scalar int, the number of tokens generated so far.
+        limits: (rows,) int, the output limit of each row.
+        eos_id: int.
+        banned_ids: tuple of int.
+
+    Returns:
+        (rows, vocab) float32 log-probabilities.
+    """
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    vocab_ids = ops.arange(ops.shape(log_probs)[-1], dtype="int32")
+    for token in banned_ids:
+        log_probs = ops.where(vocab_ids[None, :] == token, NEG_INF, log_probs)
+    only_eos = ops.where(vocab_ids == eos_id, 0.0, NEG_INF)  # (vocab,)
+    at_limit = ops.greater_equal(step, limits)[:, None]  # (rows, 1)
+    return ops.where(at_limit, only_eos[None, :], log_probs)
+
+
+def start_decoding(model, encoder_outputs, encoder_token_ids, num_steps, use_cache):
+    """Decoding state: the key/value cache, or the encoder output for uncached decoding."""
+    if use_cache:
+        return model.initialize_cache(encoder_outputs, encoder_token_ids, max_length=num_steps)
+    return {
+        "encoder_outputs": encoder_outputs,
+        "encoder_padding_mask": padding_mask(encoder_token_ids, model.config.pad_id),
+    }
+
+
+def decode_step(model, tokens, step, state, use_cache):
+    """Logits for the token after position `step` of the (rows, num_steps + 1) buffer.
+
+    Cached: one decoder step on the token at `step`, extending the cache.
+    Uncached: the whole decoder over the buffer, every step (the causal mask
+    makes position `step` ignore the not-yet-written positions after it); the
+    baseline the cache is measured against.
+    """
+    if use_cache:
+        current = ops.take(tokens, step, axis=1)[:, None]  # (rows, 1)
+        logits, state = model.decode(current, state, step)
+        return logits[:, 0], state
+    logits = model.decode_sequence(
+        tokens[:, :-1], state["encoder_outputs"], state["encoder_padding_mask"]
+    )
+    return ops.take(logits, step, axis=1), state
+
+
+def reorder_state(state, parents):
+    """Follows beams to their parents: rows of the growing self-attention cache.
+
+    Cross-attention keys, the encoder output and its mask are the same for
+    every beam of a source, so they stay as they are.
+    """
+    growing = ("self_key", "self_value")
+    return {
+        name: tuple(ops.take(t, parents, axis=0) for t in value) if name in growing else value
+        for name, value in state.items()
+    }
+
+
+def compile_search(function, model):
+    """Compiles `function(*tensors)`, whose decoding loop calls `model`, as one program.
+
+    JAX: `jax.jit` with the model's variables passed as arguments (under a
+    `StatelessScope`), so later weight updates are seen and weights are not
+    baked into the program as constants. TensorFlow: a `tf.function` graph
+    (XLA off, so the same graph exports and serves without XLA).
+
+    Returns a callable with the signature of `function`; it retraces once per
+    new input shape.
+    """
+    if not model.built:  # variables must exist before tracing
+        model.build()
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        def stateless(values, *args):
+            with keras.StatelessScope(
+                state_mapping=list(zip(model.variables, values, strict=True))
+            ):
+                return function(*args)
+
+        jitted = jax.jit(stateless)
+        return lambda *args: jitted([v.value for v in model.variables], *args)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, reduce_retracing=True)
+    raise NotImplementedError(f"Decoding supports the tensorflow and jax backends, not {backend}.")

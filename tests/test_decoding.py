@@ -1,0 +1,199 @@
+import itertools
+
+import keras
+import numpy as np
+import pytest
+from conftest import to_numpy
+from keras import ops
+
+from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer.decoding import build_beam_search, build_greedy_search, length_penalty
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(7)
+    config = TransformerConfig(
+        vocabulary_size=12, num_layers=2, d_model=16, num_heads=2, intermediate_dim=32,
+        dropout=0.0,
+    )
+    return Seq2SeqTransformer(config)
+
+
+@pytest.fixture(scope="module")
+def sources():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(4, 12, size=(4, 6)).astype("int32")
+    ids[1, 2:] = PAD
+    ids[3, 4:] = PAD
+    return ids
+
+
+def test_cached_and_uncached_decoding_give_the_same_tokens(model, sources):
+    for build, kwargs in (
+        (build_greedy_search, {}),
+        (build_beam_search, {"beam_size": 3, "num_results": 3}),
+    ):
+        results = [
+            build(model, bos_id=BOS, eos_id=EOS, max_extra_length=5, use_cache=use, **kwargs)(
+                sources
+            )
+            for use in (True, False)
+        ]
+        (cached_tokens, cached_scores), (plain_tokens, plain_scores) = results
+        np.testing.assert_array_equal(to_numpy(cached_tokens), to_numpy(plain_tokens))
+        np.testing.assert_allclose(to_numpy(cached_scores), to_numpy(plain_scores), atol=1e-4)
+
+
+def test_beam_size_one_equals_greedy(model, sources):
+    greedy_tokens, greedy_scores = build_greedy_search(
+        model, bos_id=BOS, eos_id=EOS, max_extra_length=5
+    )(sources)
+    beam_tokens, beam_scores = build_beam_search(
+        model, bos_id=BOS, eos_id=EOS, beam_size=1, alpha=0.0, max_extra_length=5
+    )(sources)
+    np.testing.assert_array_equal(to_numpy(beam_tokens)[:, 0], to_numpy(greedy_tokens))
+    np.testing.assert_allclose(to_numpy(beam_scores)[:, 0], to_numpy(greedy_scores), atol=1e-5)
+
+
+def exhaustive_best(model, source, max_extra_length, alpha):
+    """Scores every output sequence with the uncached model; returns the best one."""
+    limit = int((source != PAD).sum()) + max_extra_length
+    allowed = [t for t in range(model.config.vocabulary_size) if t not in (PAD, BOS, EOS)]
+    encoder_outputs = model.encode(source[None])
+    mask = source[None] != PAD
+    best = (-np.inf, None)
+    for length in range(limit + 1):
+        for body in itertools.product(allowed, repeat=length):
+            decoder_input = np.array([[BOS, *body]], "int32")
+            logits = to_numpy(model.decode_sequence(decoder_input, encoder_outputs, mask))[0]
+            log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+            total = sum(log_probs[t, token] for t, token in enumerate(body))
+            # EOS is forced (probability 1) once the limit is reached.
+            total += 0.0 if length == limit else log_probs[length, EOS]
+            score = total / ((5 + length + 1) / 6) ** alpha
+            if score > best[0]:
+                best = (score, list(body))
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_large_beam_finds_the_exhaustive_optimum(alpha):
+    keras.utils.set_random_seed(3)
+    config = TransformerConfig(
+        vocabulary_size=7, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16, dropout=0.0
+    )
+    tiny = Seq2SeqTransformer(config)
+    sources = np.array([[5, 3], [4, 0]], "int32")  # source lengths 2 and 1
+    max_extra = 1
+    tokens, scores = build_beam_search(
+        tiny, bos_id=BOS, eos_id=EOS, beam_size=64, alpha=alpha, max_extra_length=max_extra
+    )(sources)
+    for row, source in enumerate(sources):
+        best_score, best_tokens = exhaustive_best(tiny, source, max_extra, alpha)
+        found = [t for t in to_numpy(tokens)[row, 0] if t != PAD]
+        assert found == best_tokens
+        assert float(to_numpy(scores)[row, 0]) == pytest.approx(best_score, abs=1e-4)
+
+
+class ScriptedModel:
+    """A stand-in decoder whose next-token distribution is written by hand.
+
+    After BOS: EOS with probability `p_stop`, token 4 otherwise. After any
+    other token: token 5 with probability `p_continue` until `length` tokens
+    exist, then EOS with probability `p_continue`.
+    """
+
+    vocabulary_size = 8
+
+    def __init__(self, p_stop=0.55, p_continue=0.999, length=10):
+        self.config = TransformerConfig(vocabulary_size=self.vocabulary_size)
+        self.variables = []
+        self.built = True
+        self.p_stop, self.p_continue, self.length = p_stop, p_continue, length
+
+    def encode(self, token_ids):
+        return ops.zeros((ops.shape(token_ids)[0], ops.shape(token_ids)[1], 1))
+
+    def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length):
+        return {"encoder_padding_mask": encoder_token_ids != PAD}
+
+    def decode(self, token_ids, cache, index):
+        vocab = np.arange(self.vocabulary_size)
+
+        def distribution(top, p_top):
+            others = (1.0 - p_top) / (self.vocabulary_size - 1)
+            return np.log(np.where(vocab == top, p_top, others)).astype("float32")
+
+        after_bos = np.log(
+            np.where(vocab == EOS, self.p_stop, np.where(vocab == 4, 1 - self.p_stop, 1e-9))
+        ).astype("float32")
+        keep_going = distribution(5, self.p_continue)
+        stop_now = distribution(EOS, self.p_continue)
+        last = token_ids[:, 0]
+        late = ops.greater_equal(index, self.length - 1)
+        logits = ops.where(
+            (last == BOS)[:, None],
+            after_bos[None],
+            ops.where(late, stop_now[None], keep_going[None]),
+        )
+        return logits[:, None, :], cache
+
+
+def test_length_penalty_changes_the_choice():
+    sources = np.full((1, 3), 6, "int32")
+    scripted = ScriptedModel()
+    short = build_beam_search(scripted, bos_id=BOS, eos_id=EOS, beam_size=4, alpha=0.0)
+    long = build_beam_search(scripted, bos_id=BOS, eos_id=EOS, beam_size=4, alpha=0.6)
+    short_tokens = [t for t in to_numpy(short(sources)[0])[0, 0] if t != PAD]
+    long_tokens = [t for t in to_numpy(long(sources)[0])[0, 0] if t != PAD]
+    # Raw log-probability prefers stopping at once (0.55 against 0.45 * 0.999^9);
+    # the length penalty of 0.6 prefers the 9-token hypothesis (10 with its EOS).
+    assert short_tokens == []
+    assert long_tokens == [4] + [5] * 8
+    assert float(to_numpy(length_penalty(11, 0.6))) == pytest.approx((16 / 6) ** 0.6, rel=1e-6)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_output_never_exceeds_source_length_plus_50(beam_size):
+    # This decoder never wants to stop: only the limit ends it.
+    scripted = ScriptedModel(p_stop=1e-6, p_continue=0.999, length=10**6)
+    sources = np.zeros((3, 7), "int32")
+    for row, length in enumerate((7, 3, 1)):
+        sources[row, :length] = 6
+    search = build_beam_search(scripted, bos_id=BOS, eos_id=EOS, beam_size=beam_size)
+    tokens = to_numpy(search(sources)[0])[:, 0]
+    lengths = (tokens != PAD).sum(-1)
+    np.testing.assert_array_equal(lengths, [57, 53, 51])
+
+
+def test_empty_source_yields_empty_output(model, sources):
+    batch = np.concatenate([sources[:1], np.zeros((1, 6), "int32")])
+    for search in (
+        build_greedy_search(model, bos_id=BOS, eos_id=EOS),
+        build_beam_search(model, bos_id=BOS, eos_id=EOS, num_results=2),
+    ):
+        tokens, scores = search(batch)
+        tokens, scores = to_numpy(tokens), to_numpy(scores)
+        assert np.all(tokens[1] == PAD)
+        assert np.ravel(scores[1])[0] == 0.0
+
+
+def test_fewer_hypotheses_than_asked_are_marked():
+    sources = np.zeros((1, 2), "int32")  # empty: the only hypothesis is the empty one
+    scripted = ScriptedModel()
+    tokens, scores = build_beam_search(
+        scripted, bos_id=BOS, eos_id=EOS, beam_size=3, num_results=3
+    )(sources)
+    assert to_numpy(scores)[0, 0] == 0.0
+    assert np.all(np.isneginf(to_numpy(scores)[0, 1:]))
+    assert np.all(to_numpy(tokens) == PAD)
+
+
+def test_bad_search_arguments(model):
+    with pytest.raises(ValueError, match="num_results"):
+        build_beam_search(model, bos_id=BOS, eos_id=EOS, beam_size=2, num_results=3)
+    with pytest.raises(ValueError, match="alpha"):
+        build_beam_search(model, bos_id=BOS, eos_id=EOS, alpha=-1.0)
