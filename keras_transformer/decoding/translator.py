@@ -1,0 +1,154 @@
+"""Strings in, translations out: tokenize, batch by length, beam search, detokenize."""
+
+import math
+
+import keras
+import numpy as np
+
+from keras_transformer.decoding.beam_search import build_beam_search
+
+
+def _to_lists(token_ids):
+    """Tokenizer output (ragged tensor, dense tensor or lists) -> list of lists of int."""
+    if hasattr(token_ids, "to_list"):
+        return token_ids.to_list()
+    if hasattr(token_ids, "numpy"):
+        token_ids = token_ids.numpy()
+    return [list(map(int, row)) for row in token_ids]
+
+
+def _to_strings(texts):
+    """Detokenizer output (string tensor, bytes or str) -> list of str."""
+    if hasattr(texts, "numpy"):
+        texts = texts.numpy()
+    texts = np.asarray(texts, dtype=object).reshape(-1)
+    return [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in texts]
+
+
+class Translator:
+    """Translates lists of sentences with a trained model (paper 6.1 decoding).
+
+    Sentences are tokenized, an EOS appended as in training, sorted by
+    length and grouped into batches of similar length: each batch is padded
+    to a bucket length (powers of two from 8) and to a power-of-two batch
+    size, so the compiled beam search is traced once per (bucket, batch size)
+    pair rather than once per batch. Outputs come back in input order.
+
+    Empty and whitespace-only sentences translate to `""` without decoding.
+
+    Args:
+        model: a trained `Seq2SeqTransformer`.
+        tokenizer: the shared `SubwordTokenizer` (provides `bos_id`,
+            `eos_id`, `pad_id`, tokenizing and `detokenize`).
+        beam_size: int. Paper: 4.
+        alpha: float. Length penalty exponent; paper: 0.6.
+        max_extra_length: int. Output tokens beyond the source length;
+            paper: 50.
+        max_source_length: int or None. Source tokens kept (EOS included);
+            longer sentences are truncated, and `truncated` counts them.
+            `None` keeps everything.
+        batch_tokens: int. Upper bound on batch size x bucket length.
+        add_source_eos: bool. Append EOS to sources, as the input pipeline
+            does in training.
+
+    Example:
+
+    >>> translator = Translator(model, tokenizer)
+    >>> translator.translate(["A dog runs.", "Two men talk."])
+    ['Ein Hund rennt.', 'Zwei Männer unterhalten sich.']
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        beam_size=4,
+        alpha=0.6,
+        max_extra_length=50,
+        max_source_length=None,
+        batch_tokens=4096,
+        add_source_eos=True,
+    ):
+        if max_source_length is not None and max_source_length < 1:
+            raise ValueError(
+                f"`max_source_length` must be >= 1 or None. Received: {max_source_length}"
+            )
+        if batch_tokens < 1:
+            raise ValueError(f"`batch_tokens` must be >= 1. Received: {batch_tokens}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_source_length = max_source_length
+        self.batch_tokens = batch_tokens
+        self.add_source_eos = add_source_eos
+        self.pad_id = model.config.pad_id
+        self.eos_id = tokenizer.eos_id
+        self.truncated = 0
+        self._search = build_beam_search(
+            model,
+            bos_id=tokenizer.bos_id,
+            eos_id=tokenizer.eos_id,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+        )
+
+    def _tokenize(self, sentences):
+        token_lists = _to_lists(self.tokenizer(sentences)) if sentences else []
+        if self.add_source_eos:
+            token_lists = [tokens + [self.eos_id] for tokens in token_lists]
+        if self.max_source_length is not None:
+            self.truncated += sum(len(t) > self.max_source_length for t in token_lists)
+            token_lists = [t[: self.max_source_length] for t in token_lists]
+        return token_lists
+
+    def _batches(self, token_lists):
+        """Yields (indices, padded ids) in order of increasing length."""
+        order = sorted(range(len(token_lists)), key=lambda i: len(token_lists[i]))
+        start = 0
+        while start < len(order):
+            length = max(8, 2 ** math.ceil(math.log2(len(token_lists[order[start]]))))
+            rows = [i for i in order[start:] if len(token_lists[i]) <= length]
+            capacity = max(1, self.batch_tokens // length)
+            rows = rows[:capacity]
+            batch_size = 2 ** math.ceil(math.log2(len(rows)))  # bounded set of shapes
+            ids = np.full((batch_size, length), self.pad_id, "int32")
+            for row, index in enumerate(rows):
+                ids[row, : len(token_lists[index])] = token_lists[index]
+            yield rows, ids
+            start += len(rows)
+
+    def translate(self, sentences, return_scores=False, verbose="auto"):
+        """Translates `sentences`.
+
+        Args:
+            sentences: list of str.
+            return_scores: bool. Also return each translation's
+                length-penalized log-probability.
+            verbose: `"auto"` (a progress bar from 100 sentences on), 0 or 1.
+
+        Returns:
+            A list of str in input order, or `(translations, scores)`.
+        """
+        if isinstance(sentences, str):
+            raise TypeError("`translate` takes a list of str. Received a single str.")
+        sentences = list(sentences)
+        translations = [""] * len(sentences)
+        scores = [0.0] * len(sentences)
+        to_decode = [i for i, s in enumerate(sentences) if s.strip()]
+        token_lists = self._tokenize([sentences[i] for i in to_decode])
+        if verbose == "auto":
+            verbose = int(len(to_decode) >= 100)
+        progress = keras.utils.Progbar(len(to_decode), unit_name="sentence") if verbose else None
+        for rows, ids in self._batches(token_lists):
+            tokens, batch_scores = self._search(ids)
+            tokens = keras.ops.convert_to_numpy(tokens)[: len(rows), 0]
+            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(rows), 0]
+            outputs = [[int(t) for t in row if t != self.pad_id] for row in tokens]
+            texts = _to_strings(self.tokenizer.detokenize(outputs)) if outputs else []
+            for row, index in enumerate(rows):
+                translations[to_decode[index]] = texts[row]
+                scores[to_decode[index]] = float(batch_scores[row])
+            if progress is not None:
+                progress.add(len(rows))
+        return (translations, scores) if return_scores else translations

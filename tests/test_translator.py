@@ -1,0 +1,62 @@
+import keras
+import numpy as np
+import pytest
+from conftest import to_numpy
+
+from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer.decoding import Translator, build_beam_search
+from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+
+
+def detokenize(tokenizer, ids):
+    text = tokenizer.detokenize([ids])
+    text = (text.numpy() if hasattr(text, "numpy") else np.asarray(text))[0]
+    return text.decode("utf-8") if isinstance(text, bytes) else str(text)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_and_model():
+    english, german = generate_synthetic_pairs(300, seed=0)
+    tokenizer = train_vocabulary(english + german, vocabulary_size=160)
+    keras.utils.set_random_seed(11)
+    config = TransformerConfig(
+        vocabulary_size=160,
+        num_layers=1,
+        d_model=16,
+        num_heads=2,
+        intermediate_dim=32,
+        dropout=0.0,
+    )
+    return tokenizer, Seq2SeqTransformer(config), english
+
+
+def test_translate_restores_order_and_matches_one_by_one_decoding(tokenizer_and_model):
+    tokenizer, model, english = tokenizer_and_model
+    sentences = [english[5], "", english[0][:12], "   ", english[3], english[1]]
+    translator = Translator(model, tokenizer, max_extra_length=3, batch_tokens=64)
+    translations, scores = translator.translate(sentences, return_scores=True)
+    assert translations[1] == "" and translations[3] == ""
+
+    search = build_beam_search(
+        model, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_extra_length=3
+    )
+    for sentence, translation, score in zip(sentences, translations, scores, strict=True):
+        if not sentence.strip():
+            continue
+        ids = [*to_numpy(tokenizer([sentence])[0]).tolist(), tokenizer.eos_id]
+        tokens, expected_scores = search(np.array([ids], "int32"))
+        expected = [int(t) for t in to_numpy(tokens)[0, 0] if t != 0]
+        assert translation == detokenize(tokenizer, expected)
+        assert score == pytest.approx(float(to_numpy(expected_scores)[0, 0]), abs=1e-4)
+
+
+def test_truncation_is_counted_and_bad_arguments_rejected(tokenizer_and_model):
+    tokenizer, model, english = tokenizer_and_model
+    translator = Translator(model, tokenizer, max_extra_length=1, max_source_length=4)
+    translator.translate([english[0], "A"])
+    assert translator.truncated == 1
+    with pytest.raises(TypeError, match="list of str"):
+        translator.translate("A dog.")
+    with pytest.raises(ValueError, match="max_source_length"):
+        Translator(model, tokenizer, max_source_length=0)
+    assert translator.translate([]) == []
