@@ -51,6 +51,7 @@ class Seq2SeqTransformer(keras.Model):
     """
 
     def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "seq2seq_transformer")
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
