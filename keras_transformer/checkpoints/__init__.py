@@ -1,0 +1,21 @@
+"""Checkpoint averaging (paper 6.1) and checkpoint file helpers."""
+
+from keras_transformer.checkpoints.averaging import (
+    CHECKPOINT_SUFFIXES,
+    average_checkpoints,
+    checkpoint_variables,
+)
+from keras_transformer.checkpoints.checkpoint_files import (
+    checkpoint_step,
+    latest_checkpoints,
+    save_weights_atomic,
+)
+
+__all__ = [
+    "CHECKPOINT_SUFFIXES",
+    "average_checkpoints",
+    "checkpoint_step",
+    "checkpoint_variables",
+    "latest_checkpoints",
+    "save_weights_atomic",
+]

@@ -1,0 +1,170 @@
+"""`python -m keras_transformer.checkpoints`: average the last checkpoints of a run.
+
+Example:
+
+    python -m keras_transformer.checkpoints --preset base --vocabulary-size 37000 \\
+        --directory runs/base --last 5 --output runs/base/averaged.weights.h5
+"""
+
+import argparse
+import json
+import sys
+
+import keras
+
+from keras_transformer.checkpoints.averaging import average_checkpoints
+from keras_transformer.checkpoints.checkpoint_files import latest_checkpoints, save_weights_atomic
+from keras_transformer.models.presets import get_preset
+from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_transformer.models.transformer_config import TransformerConfig
+
+DESCRIPTION = """\
+Average checkpoints into one model (paper 6.1: the last 5 for base, the last 20 for big).
+
+The model is built from --config or --preset/--vocabulary-size; without either, the first
+checkpoint must be a .keras file, which holds its config. Checkpoint files are only read;
+the output is written to a temporary file first and then renamed, so it is never partial.
+"""
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """Reports a bad invocation in one line (argparse prints the usage first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser():
+    """The command's argument parser.
+
+    Returns:
+        An `argparse.ArgumentParser`.
+    """
+    parser = _OneLineErrorParser(
+        prog="python -m keras_transformer.checkpoints",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--checkpoints",
+        nargs="+",
+        metavar="FILE",
+        help="Checkpoint files to average (.weights.h5 from save_weights or .keras from save).",
+    )
+    source.add_argument(
+        "--directory",
+        metavar="DIR",
+        help="Average the last --last checkpoints of this directory, ordered by the step "
+        "number in their file names.",
+    )
+    parser.add_argument(
+        "--last",
+        type=int,
+        metavar="N",
+        help="With --directory: how many checkpoints (default: the preset's number, "
+        "5 for base and 20 for big; 5 without --preset).",
+    )
+    parser.add_argument(
+        "--pattern",
+        default="*.weights.h5",
+        metavar="GLOB",
+        help="With --directory: file names to consider (default: %(default)s).",
+    )
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument(
+        "--config",
+        metavar="JSON",
+        help="JSON file of TransformerConfig fields (or of Seq2SeqTransformer.get_config()).",
+    )
+    model.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="Model preset: base, big, table3-B1, ... (needs --vocabulary-size).",
+    )
+    parser.add_argument(
+        "--vocabulary-size",
+        type=int,
+        metavar="N",
+        help="With --preset: size of the shared subword vocabulary.",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="Where to write the averaged model: FILE.weights.h5 (weights only) or "
+        "FILE.keras (config and weights).",
+    )
+    return parser
+
+
+def main(argv=None):
+    """Runs the command.
+
+    Args:
+        argv: list of str arguments; None reads `sys.argv`.
+
+    Returns:
+        int, the exit status (0 on success; bad invocations exit with 1 or 2).
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.preset is not None and args.vocabulary_size is None:
+        parser.error("--preset needs --vocabulary-size")
+    if args.vocabulary_size is not None and args.preset is None:
+        parser.error("--vocabulary-size goes with --preset")
+    if args.last is not None and args.directory is None:
+        parser.error("--last goes with --directory")
+    try:
+        preset = get_preset(args.preset) if args.preset else None
+        paths = args.checkpoints
+        if args.directory is not None:
+            last = args.last
+            if last is None:
+                last = preset.averaged_checkpoints if preset else 5
+            paths = latest_checkpoints(args.directory, last, args.pattern)
+        model = _model(args, preset, paths[0])
+        average_checkpoints(model, paths)
+        save_weights_atomic(model, args.output)
+    except (OSError, ValueError, TypeError) as error:
+        message = str(error)
+        if isinstance(error, OSError) and error.filename is not None:
+            message = f"{error.strerror}: {error.filename}"
+        parser.exit(1, f"{parser.prog}: error: {message}\n")
+    print(f"Averaged {len(paths)} checkpoints into {args.output}:")
+    for path in paths:
+        print(f"  {path}")
+    return 0
+
+
+def _model(args, preset, first_checkpoint):
+    if preset is not None:
+        model = Seq2SeqTransformer(preset.config(args.vocabulary_size))
+    elif args.config is not None:
+        with open(args.config, encoding="utf-8") as file:
+            try:
+                config = json.load(file)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{args.config} is not valid JSON: {error}") from None
+        if not isinstance(config, dict):
+            raise ValueError(
+                f"{args.config} must hold a JSON object. Received: {type(config).__name__}"
+            )
+        if "config" in config:
+            model = Seq2SeqTransformer.from_config(config)
+        else:
+            model = Seq2SeqTransformer(TransformerConfig.from_dict(config))
+    elif first_checkpoint.endswith(".keras"):
+        model = keras.saving.load_model(first_checkpoint, compile=False)
+    else:
+        raise ValueError(
+            f"The first checkpoint {first_checkpoint} holds no config: give --config or "
+            "--preset with --vocabulary-size."
+        )
+    if not model.built:
+        model.build()
+    return model
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Finding the last checkpoints of a run, and writing weights atomically."""
+
+import fnmatch
+import os
+import re
+import uuid
+
+from keras_transformer.checkpoints.averaging import CHECKPOINT_SUFFIXES
+
+_LAST_NUMBER = re.compile(r"(\d+)\D*$")
+
+
+def checkpoint_step(path):
+    """The training step in a checkpoint's file name: its last number.
+
+    The extension (`.weights.h5`, `.keras`, `.h5`) is ignored, so the "5"
+    of ".h5" is not taken for a step.
+
+    Args:
+        path: str or path-like, e.g. "runs/base/ckpt-000123.weights.h5".
+
+    Returns:
+        int, or None when the name has no number.
+
+    Example:
+
+    >>> checkpoint_step("runs/base/ckpt-000123.weights.h5")
+    123
+    """
+    name = os.path.basename(os.fspath(path))
+    for suffix in (*CHECKPOINT_SUFFIXES, ".h5"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    match = _LAST_NUMBER.search(name)
+    return int(match.group(1)) if match else None
+
+
+def latest_checkpoints(directory, n, pattern="*.weights.h5"):
+    """The `n` checkpoint files of `directory` with the highest step numbers.
+
+    Steps are read from the file names (`checkpoint_step`), so
+    "ckpt-9" comes before "ckpt-10" whether or not numbers are zero-padded.
+    Files matching `pattern` without a number in their name (e.g.
+    "best.weights.h5") are not checkpoints of the run and are skipped.
+
+    Args:
+        directory: str or path-like, the run's checkpoint directory.
+        n: int. How many checkpoints (paper 6.1: 5 for base, 20 for big).
+        pattern: str. Shell-style pattern the file names must match.
+
+    Returns:
+        list of `n` paths (`directory` joined with the name), oldest first.
+
+    Example:
+
+    >>> latest_checkpoints("runs/base", 5)
+    ['runs/base/ckpt-000096.weights.h5', ..., 'runs/base/ckpt-000100.weights.h5']
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"`n` must be a positive int. Received: n={n!r}")
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"Checkpoint directory not found: {directory}")
+    by_step = {}
+    for name in sorted(os.listdir(directory)):
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        step = checkpoint_step(name)
+        if step is None:
+            continue
+        if step in by_step:
+            raise ValueError(
+                f"Two checkpoints of step {step} in {directory}: {by_step[step]} and {name}. "
+                "Narrow `pattern` so that each step has one file."
+            )
+        by_step[step] = name
+    if len(by_step) < n:
+        found = ", ".join(by_step[step] for step in sorted(by_step)) or "none"
+        raise ValueError(
+            f"Asked for the last {n} checkpoints of {directory} matching {pattern!r}, but "
+            f"there are {len(by_step)} (found: {found})."
+        )
+    return [os.path.join(directory, by_step[step]) for step in sorted(by_step)[-n:]]
+
+
+def save_weights_atomic(model, path):
+    """Saves `model` to `path` so that `path` is either complete or untouched.
+
+    Writes a temporary file in the same directory, then `os.replace`s it,
+    so an interrupted save never leaves a truncated checkpoint behind (and
+    never clobbers an older good one).
+
+    Args:
+        model: a built Keras model.
+        path: str or path-like ending in `.weights.h5` (`model.save_weights`:
+            weights, and optimizer state if compiled) or `.keras`
+            (`model.save`: config, weights and optimizer state).
+
+    Returns:
+        str, `path`.
+
+    Example:
+
+    >>> save_weights_atomic(model, "runs/base/averaged.weights.h5")
+    """
+    path = os.fspath(path)
+    if not path.endswith(CHECKPOINT_SUFFIXES):
+        raise ValueError(
+            f"`path` must end with one of {list(CHECKPOINT_SUFFIXES)}. Received: {path}"
+        )
+    directory, name = os.path.split(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"Directory of `path` not found: {directory}")
+    suffix = next(suffix for suffix in CHECKPOINT_SUFFIXES if name.endswith(suffix))
+    # Keras picks the format from the suffix, so the temporary name keeps it; Keras
+    # creates the file, so it gets the usual permissions (mkstemp's would be 0600).
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
+    try:
+        if suffix == ".keras":
+            model.save(temporary, overwrite=True)
+        else:
+            model.save_weights(temporary, overwrite=True)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+    return path
