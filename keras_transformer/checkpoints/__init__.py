@@ -10,9 +10,11 @@ from keras_transformer.checkpoints.checkpoint_files import (
     latest_checkpoints,
     save_weights_atomic,
 )
+from keras_transformer.checkpoints.periodic_checkpoint import PeriodicCheckpoint
 
 __all__ = [
     "CHECKPOINT_SUFFIXES",
+    "PeriodicCheckpoint",
     "average_checkpoints",
     "checkpoint_step",
     "checkpoint_variables",
