@@ -1,6 +1,6 @@
 """keras-transformer: the Transformer of "Attention Is All You Need" for Keras 3."""
 
-from keras_transformer import layers, models, training
+from keras_transformer import data, layers, models, text, training
 from keras_transformer.models import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.training import (
     LabelSmoothedCrossEntropy,
@@ -15,8 +15,10 @@ __all__ = [
     "Seq2SeqTransformer",
     "TransformerConfig",
     "TransformerSchedule",
+    "data",
     "layers",
     "models",
     "paper_optimizer",
+    "text",
     "training",
 ]

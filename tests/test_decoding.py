@@ -16,7 +16,11 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 def model():
     keras.utils.set_random_seed(7)
     config = TransformerConfig(
-        vocabulary_size=12, num_layers=2, d_model=16, num_heads=2, intermediate_dim=32,
+        vocabulary_size=12,
+        num_layers=2,
+        d_model=16,
+        num_heads=2,
+        intermediate_dim=32,
         dropout=0.0,
     )
     return Seq2SeqTransformer(config)

@@ -136,22 +136,25 @@ class Seq2SeqTransformer(keras.Model):
         return cls(get_preset(name).config(vocabulary_size, **overrides))
 
     def build(self, input_shape=None):
-        d_model = self.config.d_model
-        sequence_shape = (None, None, d_model)
-        self.target_embedding.build()
-        if not self.source_embedding.built:  # the same layer when embeddings are shared
-            self.source_embedding.build()
-        self.source_position_embedding.build(sequence_shape)
-        self.target_position_embedding.build(sequence_shape)
+        sequence_shape = (None, None, self.config.d_model)
+
+        def build(layer, *shapes):
+            # Sublayers already called (hence built) keep their weights; the
+            # shared embedding appears twice.
+            if layer is not None and not layer.built:
+                layer.build(*shapes)
+
+        build(self.target_embedding)
+        build(self.source_embedding)
+        build(self.source_position_embedding, sequence_shape)
+        build(self.target_position_embedding, sequence_shape)
         for block in self.encoder_blocks:
-            block.build(sequence_shape)
+            build(block, sequence_shape)
         for block in self.decoder_blocks:
-            block.build(sequence_shape, sequence_shape)
-        for norm in (self.encoder_final_norm, self.decoder_final_norm):
-            if norm is not None:
-                norm.build(sequence_shape)
-        if self.output_projection is not None:
-            self.output_projection.build(sequence_shape)
+            build(block, sequence_shape, sequence_shape)
+        build(self.encoder_final_norm, sequence_shape)
+        build(self.decoder_final_norm, sequence_shape)
+        build(self.output_projection, sequence_shape)
         self.built = True
 
     def _ensure_built(self):
@@ -319,6 +322,7 @@ class Seq2SeqTransformer(keras.Model):
             (batch, heads, query_length, key_length) weights.
         """
         encoder_token_ids, decoder_token_ids = self._check_inputs(inputs)
+        self._ensure_built()
         mask = padding_mask(encoder_token_ids, self.config.pad_id)
         sequence = self.source_embedding(encoder_token_ids)
         sequence = sequence + self.source_position_embedding(sequence)

@@ -1,0 +1,164 @@
+"""Reading line-oriented text (plain or gzip) and writing files atomically.
+
+Lines are split on `"\\n"` only. `str.splitlines` would also split on
+U+2028, form feeds and other separators that occur inside real corpus lines,
+which silently breaks the alignment of parallel files.
+"""
+
+import contextlib
+import gzip
+import logging
+import os
+import tempfile
+import zlib
+from pathlib import Path
+
+logger = logging.getLogger("keras_transformer.text")
+
+GZIP_MAGIC = b"\x1f\x8b"
+ENCODING_ERRORS = ("strict", "replace")
+
+
+def _check_errors(errors):
+    if errors not in ENCODING_ERRORS:
+        raise ValueError(f"`errors` must be one of {ENCODING_ERRORS}. Received: errors={errors!r}")
+
+
+def _open_binary(path):
+    with open(path, "rb") as file:
+        magic = file.read(2)
+    # Sniff the magic bytes rather than trusting a ".gz" suffix.
+    if magic == GZIP_MAGIC:
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def read_lines(path, errors="strict", description="file"):
+    """Reads a UTF-8 text file (optionally gzip-compressed) into a list of lines.
+
+    Line ends (`"\\n"`, and a `"\\r"` before it) are removed. A final line
+    without a newline counts as a line; a trailing newline does not start one.
+
+    Args:
+        path: str or `os.PathLike`. Plain or gzip file (detected from its content).
+        errors: `"strict"` (default) raises on invalid UTF-8, naming the file
+            and the line; `"replace"` substitutes U+FFFD and logs how many
+            lines were affected.
+        description: str. What the file is ("source file", ...), for messages.
+
+    Returns:
+        A list of str, one per line.
+
+    Example:
+
+    >>> read_lines("train.en.gz")[:2]
+    ['Two young guys ...', 'Several men in hard hats ...']
+    """
+    _check_errors(errors)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"The {description} does not exist: {str(path)!r}")
+    if path.is_dir():
+        raise IsADirectoryError(f"The {description} is a directory, not a file: {str(path)!r}")
+    lines = []
+    replaced = []
+    try:
+        with _open_binary(path) as file:
+            for number, raw in enumerate(file, start=1):
+                raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+                try:
+                    lines.append(raw.decode("utf-8"))
+                except UnicodeDecodeError as error:
+                    if errors == "strict":
+                        raise ValueError(
+                            f"Invalid UTF-8 in the {description} {str(path)!r}, line {number}, "
+                            f"byte {error.start + 1} ({raw[error.start : error.start + 1]!r}). "
+                            "Fix the file, or pass errors='replace' to substitute U+FFFD."
+                        ) from None
+                    lines.append(raw.decode("utf-8", errors="replace"))
+                    replaced.append(number)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise ValueError(
+            f"The {description} {str(path)!r} is a truncated or corrupt gzip file: {error}"
+        ) from None
+    if replaced:
+        logger.warning(
+            "%s %r: replaced invalid UTF-8 with U+FFFD in %d line(s) (first: line %d).",
+            description.capitalize(),
+            str(path),
+            len(replaced),
+            replaced[0],
+        )
+    return lines
+
+
+@contextlib.contextmanager
+def atomic_output(path, mode="wb"):
+    """Yields a temporary file that replaces `path` only if the block succeeds.
+
+    The temporary file lives next to `path` (same file system, so
+    `os.replace` is atomic); on any error it is removed and `path` keeps its
+    previous content.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+    )
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        newline = None if "b" in mode else "\n"
+        with os.fdopen(descriptor, mode, encoding=encoding, newline=newline) as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+
+
+def write_bytes_atomic(path, data):
+    """Writes `data` to `path` through a temporary file and `os.replace`."""
+    with atomic_output(path, "wb") as file:
+        file.write(data)
+
+
+def write_lines_atomic(paths_and_lines):
+    """Writes several line files so that either all are replaced or none is.
+
+    Every file is written to a temporary name first; the renames happen only
+    once all writes succeeded.
+
+    Args:
+        paths_and_lines: iterable of `(path, lines)`; `lines` an iterable of
+            str without newlines.
+    """
+    staged = []
+    try:
+        for path, lines in paths_and_lines:
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(
+                prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+            )
+            staged.append((temporary, path))
+            with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as file:
+                for number, line in enumerate(lines, start=1):
+                    if "\n" in line:
+                        raise ValueError(
+                            f"Line {number} for {str(path)!r} contains a newline; a line "
+                            f"file cannot hold it. Received: {line[:80]!r}"
+                        )
+                    file.write(line)
+                    file.write("\n")
+                file.flush()
+                os.fsync(file.fileno())
+    except BaseException:
+        for temporary, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
+        raise
+    for temporary, path in staged:
+        os.replace(temporary, path)
