@@ -33,7 +33,7 @@ def parse_args(argv=None):
         default="test",
         help="Split translated and scored at the end (e.g. test_2016_flickr for Multi30k).",
     )
-    parser.add_argument("--train-steps", type=int, default=1500, help="Optimizer steps.")
+    parser.add_argument("--train-steps", type=int, default=2500, help="Optimizer steps.")
     parser.add_argument("--token-budget", type=int, default=4096, help="Tokens per batch.")
     parser.add_argument("--vocabulary-size", type=int, default=1000, help="Shared BPE size.")
     parser.add_argument("--seed", type=int, default=0, help="Seed of data, shuffling, weights.")
@@ -98,7 +98,7 @@ def main(argv=None):
     # 4. A small Transformer trained with the paper's optimizer, schedule and loss.
     config = TransformerConfig(
         vocabulary_size=args.vocabulary_size,
-        num_layers=3,
+        num_layers=2,
         d_model=128,
         num_heads=4,
         intermediate_dim=512,

@@ -198,7 +198,7 @@ def test_line_count_mismatch_names_both_files_and_counts(files, tmp_path):
 def test_invalid_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "latin1.de"
     path.write_bytes("Grüße\n".encode() + "Straße\n".encode("latin-1"))
-    expected = rf"{path}, line 2: invalid UTF-8 .* at byte 5 of the line, 0xdf"
+    expected = rf"Invalid UTF-8 in the file '{path}', line 2, byte 5"
     with pytest.raises(ValueError, match=expected):
         read_lines(path)
     crlf = tmp_path / "crlf.de"
@@ -227,7 +227,7 @@ def test_command_prints_scores(files, capsys):
     [
         (["--hypotheses", "{hyp}"], "the following arguments are required: --references"),
         (["--hypotheses", "{hyp}", "--references", "{ref}", "--metric", "ter"], "invalid choice"),
-        (["--hypotheses", "missing.de", "--references", "{ref}"], "No such file"),
+        (["--hypotheses", "missing.de", "--references", "{ref}"], "does not exist"),
         (["--hypotheses", "{hyp}", "--references", "{short}"], "Line counts differ"),
     ],
 )
@@ -257,7 +257,7 @@ def test_module_runs_as_a_command(files, capsys, monkeypatch):
     code, output = run(*argv, "missing.de")
     assert code == 1
     assert output.err == (
-        "python -m keras_transformer.evaluation: error: No such file or directory: missing.de\n"
+        "python -m keras_transformer.evaluation: error: The file does not exist: 'missing.de'\n"
     )
 
 

@@ -5,6 +5,7 @@ import os
 from keras_transformer.evaluation.bleu import chrf, sacre_bleu
 from keras_transformer.evaluation.evaluation_scores import EvaluationScores
 from keras_transformer.evaluation.tokenized_bleu import multi30k_bleu, tokenized_bleu
+from keras_transformer.text import text_files
 
 METRICS = ("bleu", "chrf", "tokenized_bleu", "multi30k_bleu")
 DEFAULT_METRICS = ("bleu", "chrf", "tokenized_bleu")
@@ -27,21 +28,7 @@ def read_lines(path):
 
     >>> hypotheses = read_lines("newstest2014.hyp.de")
     """
-    with open(path, "rb") as file:
-        data = file.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line_number = data.count(b"\n", 0, error.start) + 1
-        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        raise ValueError(
-            f"{os.fspath(path)}, line {line_number}: invalid UTF-8 ({error.reason} at byte "
-            f"{column} of the line, {data[error.start]:#04x}). Re-encode the file as UTF-8."
-        ) from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.rstrip() for line in lines]
+    return [line.rstrip() for line in text_files.read_lines(path)]
 
 
 def score_files(
