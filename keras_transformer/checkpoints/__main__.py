@@ -17,6 +17,7 @@ from keras_transformer.checkpoints.checkpoint_files import latest_checkpoints, s
 from keras_transformer.models.presets import get_preset
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
+from keras_transformer.utils.command_line import OneLineErrorParser
 
 DESCRIPTION = """\
 Average checkpoints into one model (paper 6.1: the last 5 for base, the last 20 for big).
@@ -27,20 +28,13 @@ the output is written to a temporary file first and then renamed, so it is never
 """
 
 
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """Reports a bad invocation in one line (argparse prints the usage first)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser():
     """The command's argument parser.
 
     Returns:
         An `argparse.ArgumentParser`.
     """
-    parser = _OneLineErrorParser(
+    parser = OneLineErrorParser(
         prog="python -m keras_transformer.checkpoints",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -2,9 +2,11 @@
 
 import dataclasses
 
+from keras_transformer.utils.dataclass_config import DataclassConfig
+
 
 @dataclasses.dataclass(frozen=True)
-class PipelineConfig:
+class PipelineConfig(DataclassConfig):
     """How `make_translation_dataset` batches a tokenized parallel corpus.
 
     Defaults follow the paper (5.1): batches of sentence pairs of similar
@@ -80,21 +82,3 @@ class PipelineConfig:
             raise ValueError(
                 f"`pad_id`, `bos_id`, `eos_id` must be distinct ids >= 0. Received: {ids}"
             )
-
-    @classmethod
-    def from_dict(cls, config):
-        """Builds a config from a dict, naming unknown keys in the error."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(config) - known)
-        if unknown:
-            raise ValueError(
-                f"Unknown PipelineConfig fields: {unknown}. Expected some of {sorted(known)}."
-            )
-        return cls(**config)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes):
-        """A copy with `changes` applied (validated again)."""
-        return dataclasses.replace(self, **changes)

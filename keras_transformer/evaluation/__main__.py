@@ -12,6 +12,7 @@ import json
 import sys
 
 from keras_transformer.evaluation.files import DEFAULT_METRICS, METRICS, score_files
+from keras_transformer.utils.command_line import OneLineErrorParser
 
 DESCRIPTION = """\
 Score detokenized translations against one or more references.
@@ -25,20 +26,13 @@ Metrics:
 """
 
 
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """Reports a bad invocation in one line (argparse prints the usage first)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser():
     """The command's argument parser.
 
     Returns:
         An `argparse.ArgumentParser`.
     """
-    parser = _OneLineErrorParser(
+    parser = OneLineErrorParser(
         prog="python -m keras_transformer.evaluation",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,

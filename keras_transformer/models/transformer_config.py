@@ -2,11 +2,13 @@
 
 import dataclasses
 
+from keras_transformer.utils.dataclass_config import DataclassConfig
+
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(DataclassConfig):
     """Architecture of an encoder-decoder Transformer.
 
     Defaults are the paper's base model (Table 3, first row); every deviation
@@ -107,21 +109,3 @@ class TransformerConfig:
     def head_value_dim(self):
         """d_v actually used."""
         return self.value_dim or self.d_model // self.num_heads
-
-    @classmethod
-    def from_dict(cls, config):
-        """Builds a config from a dict, naming unknown keys in the error."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(config) - known)
-        if unknown:
-            raise ValueError(
-                f"Unknown TransformerConfig fields: {unknown}. Expected some of {sorted(known)}."
-            )
-        return cls(**config)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes):
-        """A copy with `changes` applied (validated again)."""
-        return dataclasses.replace(self, **changes)
