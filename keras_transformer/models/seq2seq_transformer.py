@@ -15,6 +15,18 @@ from keras_transformer.models.transformer_config import TransformerConfig
 INPUT_KEYS = ("encoder_token_ids", "decoder_token_ids")
 
 
+def _in_distributed_symbolic_build():
+    """True while Keras builds the model in the cross-replica context of a tf.distribute strategy.
+
+    Training and evaluation steps run in a replica context instead.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+
+    return tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context()
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Seq2SeqTransformer(keras.Model):
     """Encoder-decoder Transformer for sequence-to-sequence tasks (paper 3).
@@ -357,6 +369,12 @@ class Seq2SeqTransformer(keras.Model):
         tensors = []
         for key in INPUT_KEYS:
             dtype = keras.backend.standardize_dtype(inputs[key].dtype)
+            if "int" not in dtype and _in_distributed_symbolic_build():
+                # Keras builds a model under tf.distribute from the MEAN of a
+                # distributed batch, which turns int ids into floats; that
+                # build needs only shapes.
+                tensors.append(ops.cast(inputs[key], "int32"))
+                continue
             if "int" not in dtype:
                 raise TypeError(f"`{key}` must hold integer token ids. Received: dtype={dtype}")
             if len(inputs[key].shape) != 2:

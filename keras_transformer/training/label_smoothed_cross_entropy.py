@@ -6,6 +6,18 @@ import keras
 from keras import ops
 
 
+def _multi_replica_context():
+    """The `tf.distribute` replica context when the batch is split over replicas, else None."""
+    if keras.backend.backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
+        return None
+    context = tf.distribute.get_replica_context()
+    return context if context is not None and context.num_replicas_in_sync > 1 else None
+
+
 def smoothed_target_entropy(label_smoothing, vocabulary_size):
     """Entropy of the smoothed target distribution: the loss of a perfect prediction."""
     eps, k = float(label_smoothing), int(vocabulary_size)
@@ -31,6 +43,14 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     denominator: the default reduction is the mean over real target tokens
     (times any `sample_weight`). `reduction="sum"` gives the sum over real
     tokens, `reduction="none"` per-token losses with padding set to 0.
+
+    Under a `tf.distribute` strategy (MirroredStrategy, multi-worker) the
+    mean is over the real tokens of the *global* batch: each replica divides
+    its sum by the token count all-reduced over replicas, so the summed
+    gradients are those of one device on the whole batch, even when
+    replicas hold different numbers of tokens (a per-replica mean would
+    weight each replica's tokens by the inverse of its own count). With
+    `keras.distribution` on JAX the loss already sees the global batch.
 
     Args:
         label_smoothing: float. `eps_ls` (paper: 0.1).
@@ -87,6 +107,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             if len(sample_weight.shape) == 1:
                 sample_weight = sample_weight[:, None]  # one weight per sequence
             weights = weights * sample_weight
+        replicas = _multi_replica_context()
+        if replicas is not None and self.reduction == "mean_with_sample_weight":
+            total = ops.sum(self.call(y_true, y_pred) * weights)
+            global_count = replicas.all_reduce("sum", ops.sum(weights))
+            return total / ops.maximum(global_count, 1.0)
         return super().__call__(y_true, y_pred, sample_weight=weights)
 
     def call(self, y_true, y_pred):
