@@ -15,18 +15,6 @@ from keras_transformer.models.transformer_config import TransformerConfig
 INPUT_KEYS = ("encoder_token_ids", "decoder_token_ids")
 
 
-def _in_distributed_symbolic_build():
-    """True while Keras builds the model in the cross-replica context of a tf.distribute strategy.
-
-    Training and evaluation steps run in a replica context instead.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return False
-    import tensorflow as tf
-
-    return tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context()
-
-
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Seq2SeqTransformer(keras.Model):
     """Encoder-decoder Transformer for sequence-to-sequence tasks (paper 3).
@@ -369,12 +357,6 @@ class Seq2SeqTransformer(keras.Model):
         tensors = []
         for key in INPUT_KEYS:
             dtype = keras.backend.standardize_dtype(inputs[key].dtype)
-            if "int" not in dtype and _in_distributed_symbolic_build():
-                # Keras builds a model under tf.distribute from the MEAN of a
-                # distributed batch, which turns int ids into floats; that
-                # build needs only shapes.
-                tensors.append(ops.cast(inputs[key], "int32"))
-                continue
             if "int" not in dtype:
                 raise TypeError(f"`{key}` must hold integer token ids. Received: dtype={dtype}")
             if len(inputs[key].shape) != 2:
@@ -383,6 +365,28 @@ class Seq2SeqTransformer(keras.Model):
                 )
             tensors.append(inputs[key])
         return tensors
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras 3.15 (TensorFlow backend) builds a model under tf.distribute
+        # from `strategy.reduce("MEAN", first_batch)`: that turns int token ids
+        # into floats, and MultiWorkerMirroredStrategy rejects the nested dict
+        # outright. One replica's share of the batch has the right dtypes and
+        # shapes, which is all the build needs.
+        strategy = getattr(self, "_distribute_strategy", None)
+        if keras.backend.backend() != "tensorflow" or strategy is None or iterator is None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        import tensorflow as tf
+
+        def local(value):
+            if isinstance(value, tf.distribute.DistributedValues):
+                return strategy.experimental_local_results(value)[0]
+            return value
+
+        for _, _, batches in iterator:
+            data_batch = keras.tree.map_structure(local, next(batches))
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
 
     def get_config(self):
         config = super().get_config()
