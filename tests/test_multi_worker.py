@@ -98,7 +98,9 @@ def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
 # Kept out of CI until issue 5 works around it: Keras 3.15 reduces the scalar logs of a
 # multi-worker step with `strategy.reduce("MEAN", value, axis=0)`
 # (keras/src/backend/tensorflow/trainer.py, `reduce_per_replica`), which fails on scalars
-# with 2+ workers. Strict: this starts failing as soon as fit works across workers.
+# with 2+ workers (reported upstream as tensorflow/tensorflow#72388; the step hard-codes
+# reduction="auto", so `distribute_reduction_method` does not help). Strict: this starts
+# failing as soon as fit works across workers.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.xfail(strict=True, reason="Keras 3.15 multi-worker log reduction on scalars"),
