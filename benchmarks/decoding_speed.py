@@ -37,6 +37,7 @@ def main():
 
     from keras_transformer import Seq2SeqTransformer
     from keras_transformer.decoding import build_beam_search
+    from keras_transformer.decoding.translator import to_token_lists
     from keras_transformer.text import read_lines, train_vocabulary
 
     def lines(split, language):
@@ -48,9 +49,7 @@ def main():
     train = lines("train", args.source_language) + lines("train", args.target_language)
     tokenizer = train_vocabulary(train, vocabulary_size=args.vocabulary_size, max_sentences=40000)
     valid = lines("valid", args.source_language)
-    token_lists = tokenizer(valid)
-    token_lists = token_lists.to_list() if hasattr(token_lists, "to_list") else token_lists
-    token_lists = [list(ids) + [tokenizer.eos_id] for ids in token_lists]
+    token_lists = [ids + [tokenizer.eos_id] for ids in to_token_lists(tokenizer(valid))]
     chosen = [ids for ids in token_lists if len(ids) >= args.min_tokens][: args.num_sentences]
     if len(chosen) < args.num_sentences:
         sys.exit(f"error: only {len(chosen)} sentences have >= {args.min_tokens} tokens")

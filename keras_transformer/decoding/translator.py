@@ -8,7 +8,7 @@ import numpy as np
 from keras_transformer.decoding.beam_search import build_beam_search
 
 
-def _to_lists(token_ids):
+def to_token_lists(token_ids):
     """Tokenizer output (ragged tensor, dense tensor or lists) -> list of lists of int."""
     if hasattr(token_ids, "to_list"):
         return token_ids.to_list()
@@ -94,7 +94,7 @@ class Translator:
         )
 
     def _tokenize(self, sentences):
-        token_lists = _to_lists(self.tokenizer(sentences)) if sentences else []
+        token_lists = to_token_lists(self.tokenizer(sentences)) if sentences else []
         if self.add_source_eos:
             token_lists = [tokens + [self.eos_id] for tokens in token_lists]
         if self.max_source_length is not None:

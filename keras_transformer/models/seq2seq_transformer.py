@@ -173,26 +173,38 @@ class Seq2SeqTransformer(keras.Model):
             training=training,
         )
 
-    def encode(self, encoder_token_ids, training=None):
+    def encode(self, encoder_token_ids, training=None, return_attention_scores=False):
         """Runs the encoder stack.
 
         Args:
             encoder_token_ids: int (batch, source_length), padded with `pad_id`.
             training: bool. Enables dropout.
+            return_attention_scores: bool. Also return each block's
+                self-attention weights.
 
         Returns:
-            (batch, source_length, d_model) encoder outputs.
+            (batch, source_length, d_model) encoder outputs, and a list of
+            (batch, heads, source_length, source_length) weights when asked.
         """
         self._ensure_built()
         mask = padding_mask(encoder_token_ids, self.config.pad_id)  # (batch, source_length)
         sequence = self.source_embedding(encoder_token_ids)
         sequence = sequence + self.source_position_embedding(sequence)
         sequence = self.source_dropout(sequence, training=training)
+        scores = []
         for block in self.encoder_blocks:
-            sequence = block(sequence, padding_mask=mask, training=training)
+            sequence = block(
+                sequence,
+                padding_mask=mask,
+                return_attention_scores=return_attention_scores,
+                training=training,
+            )
+            if return_attention_scores:
+                sequence, weights = sequence
+                scores.append(weights)
         if self.encoder_final_norm is not None:
             sequence = self.encoder_final_norm(sequence)
-        return sequence
+        return (sequence, scores) if return_attention_scores else sequence
 
     def _embed_target(self, decoder_token_ids, start_index=0, training=None):
         sequence = self.target_embedding(decoder_token_ids)
@@ -322,18 +334,12 @@ class Seq2SeqTransformer(keras.Model):
             (batch, heads, query_length, key_length) weights.
         """
         encoder_token_ids, decoder_token_ids = self._check_inputs(inputs)
-        self._ensure_built()
+        encoder_outputs, encoder_scores = self.encode(
+            encoder_token_ids, return_attention_scores=True
+        )
         mask = padding_mask(encoder_token_ids, self.config.pad_id)
-        sequence = self.source_embedding(encoder_token_ids)
-        sequence = sequence + self.source_position_embedding(sequence)
-        encoder_scores = []
-        for block in self.encoder_blocks:
-            sequence, weights = block(sequence, padding_mask=mask, return_attention_scores=True)
-            encoder_scores.append(weights)
-        if self.encoder_final_norm is not None:
-            sequence = self.encoder_final_norm(sequence)
         _, decoder_scores = self.decode_sequence(
-            decoder_token_ids, sequence, mask, return_attention_scores=True
+            decoder_token_ids, encoder_outputs, mask, return_attention_scores=True
         )
         return {
             "encoder_self_attention": encoder_scores,
