@@ -30,6 +30,11 @@ class PipelineConfig(DataclassConfig):
     # Replicas the global batch is split over (`strategy.num_replicas_in_sync`);
     # batch sizes are multiples of it and the budget holds per replica.
     num_replicas: int = 1
+    # Batches whose gradients are accumulated into one update (the optimizer's
+    # `accumulation_steps`). Above 1, the dataset also yields per-token weights
+    # `k / (real target tokens in the k batches)` for a loss with
+    # reduction="sum", so the update is the token-weighted mean over all k.
+    accumulation_steps: int = 1
     # Shuffle pair order every epoch (from `seed` and the epoch number).
     shuffle: bool = True
     # Seed of the shuffle; the same seed gives the same batches in the same order.
@@ -52,6 +57,7 @@ class PipelineConfig(DataclassConfig):
             "min_bucket_length",
             "length_multiple",
             "num_replicas",
+            "accumulation_steps",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -23,6 +23,9 @@ class TranslationDataset:
     padded with `pad_id`: encoder = source (+ EOS), decoder = BOS + target,
     labels = target + EOS. All three share the bucket's length and each
     bucket one batch size, so there are at most `len(buckets)` shapes.
+    With `accumulation_steps = k > 1` a third element, float32 token weights
+    (batch, length), equals `k / n` where `n` counts the real target tokens
+    of the k consecutive batches accumulated into one update.
     """
 
     # The tf.data pipeline, ready for `model.fit` or `experimental_distribute_dataset`.
@@ -49,7 +52,7 @@ def _check_tokenizer_ids(tokenizer, config):
             )
 
 
-def make_translation_dataset(corpus, tokenizer=None, config=None, **config_overrides):
+def make_translation_dataset(corpus, tokenizer=None, config=None, start_step=0, **config_overrides):
     """Batches a parallel corpus by length within a token budget (paper 5.1).
 
     Pairs are bucketed by their longer side (special tokens included) into
@@ -67,6 +70,11 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, **config_overr
             `TokenizedCorpus`.
         tokenizer: a `SubwordTokenizer`; needed for a `ParallelCorpus`.
         config: a `PipelineConfig`; None uses the defaults.
+        start_step: int. Batches already trained on (after a resume: the
+            optimizer's batch counter). The dataset starts with batch
+            `start_step` of the uninterrupted sequence, so training continues
+            from the exact data position; earlier epochs are skipped without
+            being tokenized or padded.
         **config_overrides: `PipelineConfig` fields replacing those of `config`.
 
     Returns:
@@ -83,6 +91,12 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, **config_overr
     >>> train = make_translation_dataset(
     ...     corpus, tokenizer, num_replicas=strategy.num_replicas_in_sync)
     >>> distributed = strategy.experimental_distribute_dataset(train.dataset)
+
+    Token-weighted gradient accumulation over 4 batches:
+
+    >>> train = make_translation_dataset(corpus, tokenizer, accumulation_steps=4)
+    >>> model.compile(optimizer=paper_optimizer(512, accumulation_steps=4),
+    ...               loss=LabelSmoothedCrossEntropy(reduction="sum"))
     """
     config = config or PipelineConfig()
     if isinstance(config, dict):
@@ -137,11 +151,52 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, **config_overr
     else:
         logger.info("Translation dataset: %s", summary)
 
-    dataset = _bucketed_dataset(corpus, kept, bucket_of, batch_sizes, boundaries, config)
+    if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
+        raise ValueError(f"`start_step` must be an int >= 0. Received: start_step={start_step!r}")
+    if not config.repeat and start_step >= summary.steps_per_epoch:
+        raise ValueError(
+            f"`start_step`={start_step} is past the single epoch of "
+            f"{summary.steps_per_epoch} batches (repeat=False)."
+        )
+    label_lengths = np.asarray(target_lengths, dtype=np.int64)  # (pairs,) target + EOS
+    dataset = _bucketed_dataset(
+        corpus,
+        kept,
+        bucket_of,
+        batch_sizes,
+        boundaries,
+        label_lengths,
+        config,
+        start_step,
+        summary.steps_per_epoch,
+    )
     return TranslationDataset(dataset, summary, buckets, config)
 
 
-def _bucketed_dataset(corpus, kept, bucket_of, batch_sizes, boundaries, config):
+def _first_epoch(start_step, steps_per_epoch, accumulation_steps):
+    """The latest epoch at or before `start_step` whose first batch opens an update.
+
+    Accumulation groups are counted from batch 0 of epoch 0; starting the stream at an
+    epoch whose first batch index is a multiple of `accumulation_steps` keeps them
+    aligned with the optimizer's updates.
+    """
+    epoch = start_step // steps_per_epoch
+    while (epoch * steps_per_epoch) % accumulation_steps:
+        epoch -= 1
+    return epoch
+
+
+def _bucketed_dataset(
+    corpus,
+    kept,
+    bucket_of,
+    batch_sizes,
+    boundaries,
+    label_lengths,
+    config,
+    start_step,
+    steps_per_epoch,
+):
     sources = tf.RaggedTensor.from_row_splits(
         tf.constant(corpus.source_values), tf.constant(corpus.source_splits)
     )
@@ -169,7 +224,17 @@ def _bucketed_dataset(corpus, kept, bucket_of, batch_sizes, boundaries, config):
             window_size_func=lambda key: tf.gather(batch_sizes, key),
         )
 
-    def to_model_inputs(indices):  # indices: (rows,) int64, rows <= batch size of the bucket
+    label_lengths = tf.constant(label_lengths, dtype=tf.int64)
+
+    def with_group_weight(window):  # window: dataset of k index batches
+        tokens = window.reduce(
+            tf.constant(0, tf.int64),
+            lambda total, indices: total + tf.reduce_sum(tf.gather(label_lengths, indices)),
+        )
+        weight = config.accumulation_steps / tf.cast(tf.maximum(tokens, 1), tf.float32)
+        return window.map(lambda indices: (indices, weight))
+
+    def to_model_inputs(indices, weight=None):  # indices: (rows,) int64, rows <= bucket size
         bucket = tf.gather(bucket_of, indices[0])
         shape = tf.stack([tf.gather(batch_sizes, bucket), tf.gather(boundaries, bucket)])
         rows = tf.shape(indices, out_type=tf.int64)[0]
@@ -188,12 +253,22 @@ def _bucketed_dataset(corpus, kept, bucket_of, batch_sizes, boundaries, config):
             return ragged.to_tensor(default_value=config.pad_id, shape=shape)
 
         inputs = {"encoder_token_ids": pad(source), "decoder_token_ids": pad(decoder_input)}
-        return inputs, pad(labels)
+        labels = pad(labels)
+        if weight is None:
+            return inputs, labels
+        return inputs, labels, tf.fill(tf.shape(labels), weight)
 
-    epochs = tf.data.Dataset.counter() if config.repeat else tf.data.Dataset.range(1)
-    dataset = epochs.flat_map(epoch).map(
-        to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-    )
+    first = 0
+    if config.repeat:
+        first = _first_epoch(start_step, steps_per_epoch, config.accumulation_steps)
+    epochs = tf.data.Dataset.counter(start=first) if config.repeat else tf.data.Dataset.range(1)
+    # Index batches are cheap: grouping for accumulation and skipping to the resume
+    # position happen before any token is gathered or padded.
+    batches = epochs.flat_map(epoch)
+    if config.accumulation_steps > 1:
+        batches = batches.window(config.accumulation_steps).flat_map(with_group_weight)
+    batches = batches.skip(start_step - first * steps_per_epoch)
+    dataset = batches.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if config.prefetch:
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()

@@ -5,16 +5,21 @@ import keras
 from keras_transformer.training.transformer_schedule import TransformerSchedule
 
 
-def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, **adam_kwargs):
+def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1, **adam_kwargs):
     """Adam with the paper's betas and epsilon and the schedule of 5.3.
 
     Args:
         d_model: int. Model width, for the schedule.
         warmup_steps: int. Schedule warmup (paper: 4000).
         scale: float. Multiplier of the schedule (paper: 1.0).
+        accumulation_steps: int. Apply one update every this many batches
+            (Keras' `gradient_accumulation_steps`), with the schedule counting
+            updates. For token-weighted accumulation, build the dataset with
+            the same `accumulation_steps` and use the loss with
+            `reduction="sum"` (see `docs/training.md`).
         **adam_kwargs: other `keras.optimizers.Adam` arguments (for example
-            `clipnorm`, `gradient_accumulation_steps`); they may also override
-            the paper's `beta_1`, `beta_2` and `epsilon`.
+            `clipnorm`); they may also override the paper's `beta_1`,
+            `beta_2` and `epsilon`.
 
     Returns:
         A `keras.optimizers.Adam`.
@@ -23,6 +28,16 @@ def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, **adam_kwargs):
 
     >>> model.compile(optimizer=paper_optimizer(512), loss=LabelSmoothedCrossEntropy())
     """
+    if "gradient_accumulation_steps" in adam_kwargs:
+        raise ValueError(
+            "Pass `accumulation_steps` (it also sets the schedule's step counting), not "
+            "`gradient_accumulation_steps`. Received: gradient_accumulation_steps="
+            f"{adam_kwargs['gradient_accumulation_steps']!r}"
+        )
     settings = {"beta_1": 0.9, "beta_2": 0.98, "epsilon": 1e-9, **adam_kwargs}
-    schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=scale)
+    if accumulation_steps > 1:
+        settings["gradient_accumulation_steps"] = accumulation_steps
+    schedule = TransformerSchedule(
+        d_model, warmup_steps=warmup_steps, scale=scale, accumulation_steps=accumulation_steps
+    )
     return keras.optimizers.Adam(learning_rate=schedule, **settings)
