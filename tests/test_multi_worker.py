@@ -1,7 +1,9 @@
 """Two worker processes on localhost train under MultiWorkerMirroredStrategy and agree.
 
 Each worker runs the same script with its own `TF_CONFIG`; after a few steps both must
-hold the same weights, equal to one process training on the same global batches.
+hold the same weights and report the same logs, equal to one process training on the same
+global batches. Relies on `keras_transformer.models._multi_worker_logs` (Keras 3.15 fails
+to reduce scalar logs across workers, tensorflow/tensorflow#72388).
 """
 
 import json
@@ -10,12 +12,13 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
-import pytest
 
 SCRIPT = textwrap.dedent(
     """
+    import json
     import sys
     import numpy as np
     import tensorflow as tf
@@ -30,7 +33,9 @@ SCRIPT = textwrap.dedent(
     rng = np.random.default_rng(0)
     encoder = rng.integers(1, 23, size=(12, 7)).astype("int32")
     decoder = rng.integers(1, 23, size=(12, 9)).astype("int32")
-    decoder[::2, 3:] = 0  # uneven token counts between the workers' halves
+    # Each global batch of 4 splits 2 + 2 between the workers; worker 0's rows are short,
+    # so the workers hold different token counts.
+    decoder[np.arange(12) % 4 < 2, 3:] = 0
     dataset = tf.data.Dataset.from_tensor_slices(
         ({"encoder_token_ids": encoder, "decoder_token_ids": decoder}, decoder)).batch(4)
     options = tf.data.Options()
@@ -41,10 +46,16 @@ SCRIPT = textwrap.dedent(
         model = Seq2SeqTransformer(config)
         model.build()
         model.compile(optimizer=keras.optimizers.SGD(0.5), loss=LabelSmoothedCrossEntropy())
-    model.fit(dataset, epochs=1, verbose=0)
-    np.save(out, np.concatenate([np.ravel(w) for w in model.get_weights()]))
+    history = model.fit(dataset, epochs=2, verbose=0)  # 3 steps per epoch
+    evaluation = model.evaluate(dataset, verbose=0, return_dict=True)
+    np.save(out + ".npy", np.concatenate([np.ravel(w) for w in model.get_weights()]))
+    with open(out + ".json", "w") as f:
+        json.dump({"fit": history.history["loss"], "evaluate": evaluation["loss"]}, f)
     """
 )
+
+
+NAMES = ("worker0", "worker1", "single")
 
 
 def free_ports(count):
@@ -57,51 +68,59 @@ def free_ports(count):
     return ports
 
 
-def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    processes = []
+def run_all(commands, tmp_path, timeout=300):
+    """Runs `{name: (argv, env)}` at once; fails on the first error or at the timeout.
+
+    A worker whose peer died waits on its collectives, so this polls all of them rather
+    than waiting on one; whatever still runs at the end (timeout, failure) is killed.
+    """
+    deadline = time.monotonic() + timeout
+    processes, logs = {}, {}
     try:
-        for index in range(2):
-            tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", SCRIPT, str(tmp_path / f"worker{index}.npy"), "1"],
-                    env={**env, "TF_CONFIG": json.dumps(tf_config)},
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
+        for name, (argv, env) in commands.items():
+            logs[name] = tmp_path / f"{name}.log"
+            with open(logs[name], "w") as log:
+                processes[name] = subprocess.Popen(
+                    argv, env=env, stdout=log, stderr=subprocess.STDOUT
                 )
-            )
-        single = subprocess.run(
-            [sys.executable, "-c", SCRIPT, str(tmp_path / "single.npy"), "0"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        for process in processes:
-            _, stderr = process.communicate(timeout=300)
-            assert process.returncode == 0, stderr[-4000:]
-        assert single.returncode == 0, single.stderr[-4000:]
+        while time.monotonic() < deadline:
+            codes = {name: process.poll() for name, process in processes.items()}
+            failed = [name for name, code in codes.items() if code not in (None, 0)]
+            if failed:
+                name = failed[0]
+                raise AssertionError(f"{name} failed:\n{logs[name].read_text()[-4000:]}")
+            if None not in codes.values():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"timed out after {timeout} s: {sorted(processes)}")
     finally:
-        for process in processes:  # never leave a worker behind
+        for process in processes.values():  # never leave a process behind
             if process.poll() is None:
                 process.kill()
                 process.wait()
-    first, second = (np.load(tmp_path / f"worker{i}.npy") for i in range(2))
+
+
+def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    commands = {}
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        commands[f"worker{index}"] = (
+            [sys.executable, "-c", SCRIPT, str(tmp_path / f"worker{index}"), "1"],
+            {**env, "TF_CONFIG": json.dumps(tf_config)},
+        )
+    commands["single"] = ([sys.executable, "-c", SCRIPT, str(tmp_path / "single"), "0"], env)
+    run_all(commands, tmp_path)
+
+    first, second, single = (np.load(tmp_path / f"{name}.npy") for name in NAMES)
     np.testing.assert_array_equal(first, second)
-    np.testing.assert_allclose(first, np.load(tmp_path / "single.npy"), atol=1e-5)
+    np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
     assert not np.allclose(first, 0.0)
 
-
-# Kept out of CI until issue 5 works around it: Keras 3.15 reduces the scalar logs of a
-# multi-worker step with `strategy.reduce("MEAN", value, axis=0)`
-# (keras/src/backend/tensorflow/trainer.py, `reduce_per_replica`), which fails on scalars
-# with 2+ workers (reported upstream as tensorflow/tensorflow#72388; the step hard-codes
-# reduction="auto", so `distribute_reduction_method` does not help). Strict: this starts
-# failing as soon as fit works across workers.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xfail(strict=True, reason="Keras 3.15 multi-worker log reduction on scalars"),
-]
+    # The logs (reduced over the workers' replicas) are the global-batch loss on every worker.
+    first, second, single = (json.loads((tmp_path / f"{name}.json").read_text()) for name in NAMES)
+    assert len(first["fit"]) == 2 and np.all(np.isfinite(first["fit"] + [first["evaluate"]]))
+    assert first == second
+    np.testing.assert_allclose(first["fit"], single["fit"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(first["evaluate"], single["evaluate"], rtol=0, atol=1e-5)

@@ -11,13 +11,23 @@ from keras_transformer.checkpoints.checkpoint_files import (
     save_weights_atomic,
 )
 from keras_transformer.checkpoints.periodic_checkpoint import PeriodicCheckpoint
+from keras_transformer.checkpoints.training_state import (
+    UnreadableCheckpointError,
+    read_training_state,
+    restore_training_state,
+    save_training_state,
+)
 
 __all__ = [
     "CHECKPOINT_SUFFIXES",
     "PeriodicCheckpoint",
+    "UnreadableCheckpointError",
     "average_checkpoints",
     "checkpoint_step",
     "checkpoint_variables",
     "latest_checkpoints",
+    "read_training_state",
+    "restore_training_state",
+    "save_training_state",
     "save_weights_atomic",
 ]

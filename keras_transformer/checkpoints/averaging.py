@@ -19,6 +19,8 @@ CHECKPOINT_SUFFIXES = (".weights.h5", ".keras")
 _KERAS_ARCHIVE_WEIGHTS = "model.weights.h5"
 # Top-level group of `save_weights` / `save` files holding the optimizer's variables.
 _OPTIMIZER_GROUP = "optimizer"
+# Group of training-state checkpoints holding seed states and the data position.
+STATE_GROUP = "keras_transformer_training_state"
 
 
 def checkpoint_variables(path):
@@ -43,7 +45,10 @@ def checkpoint_variables(path):
     variables = {}
 
     def visit(name, item):
-        if isinstance(item, h5py.Dataset) and name.split("/")[0] != _OPTIMIZER_GROUP:
+        if isinstance(item, h5py.Dataset) and name.split("/")[0] not in (
+            _OPTIMIZER_GROUP,
+            STATE_GROUP,
+        ):
             variables[name] = tuple(item.shape)
 
     with _open_weights(path) as weights:

@@ -84,7 +84,7 @@ def latest_checkpoints(directory, n, pattern="*.weights.h5"):
     return [os.path.join(directory, by_step[step]) for step in sorted(by_step)[-n:]]
 
 
-def save_weights_atomic(model, path):
+def save_weights_atomic(model, path, before_rename=None):
     """Saves `model` to `path` so that `path` is either complete or untouched.
 
     Writes a temporary file in the same directory, then `os.replace`s it,
@@ -96,6 +96,8 @@ def save_weights_atomic(model, path):
         path: str or path-like ending in `.weights.h5` (`model.save_weights`:
             weights, and optimizer state if compiled) or `.keras`
             (`model.save`: config, weights and optimizer state).
+        before_rename: optional callable given the temporary file's path,
+            to add to the file before it takes the final name.
 
     Returns:
         str, `path`.
@@ -121,6 +123,12 @@ def save_weights_atomic(model, path):
             model.save(temporary, overwrite=True)
         else:
             model.save_weights(temporary, overwrite=True)
+        if before_rename is not None:
+            before_rename(temporary)
+        # Data on disk before the rename, so a power cut cannot leave the final
+        # name pointing at an empty file.
+        with open(temporary, "rb") as written:
+            os.fsync(written.fileno())
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

@@ -1,30 +1,49 @@
 """A `model.fit` callback that writes checkpoints on a schedule and averages the last ones."""
 
 import glob
+import logging
+import math
 import os
 import time
 
 import keras
 
 from keras_transformer.checkpoints.averaging import average_checkpoints
-from keras_transformer.checkpoints.checkpoint_files import (
-    checkpoint_step,
-    latest_checkpoints,
-    save_weights_atomic,
+from keras_transformer.checkpoints.checkpoint_files import checkpoint_step, latest_checkpoints
+from keras_transformer.checkpoints.training_state import (
+    UnreadableCheckpointError,
+    batches_trained,
+    restore_training_state,
+    save_training_state,
 )
+
+logger = logging.getLogger("keras_transformer.checkpoints")
 
 NAME_FORMAT = "ckpt-{step:08d}.weights.h5"
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
-    """Saves weights every N steps and/or minutes; averages the last ones at the end.
+    """Saves the training state every N steps and/or minutes; averages the last ones.
 
     Paper 6.1: checkpoints were written at 10-minute intervals and the base
-    model's last 5 (big: 20) were averaged. Each save is atomic (a temporary
-    file renamed over the final name), so an interruption never leaves a
-    half-written checkpoint. Older checkpoints beyond `keep` are deleted,
-    oldest first; a directory holding checkpoints of an earlier run is used
-    as it is (their steps continue the numbering).
+    model's last 5 (big: 20) were averaged. Each checkpoint holds the whole
+    training state (`save_training_state`: weights, optimizer state, seed
+    states, data position) and is written atomically (a temporary file,
+    fsynced, renamed over the final name), so a crash or a full disk never
+    leaves a half-written checkpoint or destroys the previous one. Older
+    checkpoints beyond `keep` are deleted, oldest first. Steps are optimizer
+    updates; with gradient accumulation, saves happen only between updates.
+
+    `restore(model)` loads the newest readable checkpoint of the directory
+    and returns the number of batches trained on, so that a restarted script
+    continues from the exact step, schedule step and data position (Keras'
+    `BackupAndRestore` restarts the epoch). A truncated or corrupt file is
+    reported and the previous one used.
+
+    A non-finite loss stops training with a `FloatingPointError` before
+    anything is saved, so the last checkpoint on disk stays the last good
+    one. Under a `LossScaleOptimizer` (mixed_float16), whose overflowing
+    steps are skipped by design, such a save is skipped with a warning.
 
     Args:
         directory: str. Where `ckpt-<step>.weights.h5` files go (created).
@@ -39,7 +58,11 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     Example:
 
-    >>> model.fit(dataset, callbacks=[PeriodicCheckpoint("runs/base", every_minutes=10)])
+    >>> checkpoint = PeriodicCheckpoint("runs/base", every_minutes=10)
+    >>> start = checkpoint.restore(model)  # 0 on a first run
+    >>> train = make_translation_dataset(corpus, tokenizer, start_step=start)
+    >>> model.fit(train.dataset, steps_per_epoch=train.steps_per_epoch, epochs=20,
+    ...           initial_epoch=start // train.steps_per_epoch, callbacks=[checkpoint])
     """
 
     def __init__(self, directory, every_steps=None, every_minutes=10.0, keep=5, average_last=5):
@@ -59,44 +82,119 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self.average_last = average_last
         self.saved = []  # paths written by this callback, oldest first
         self._last_save_time = None
+        self._batches = 0  # batches trained on, counted here so JAX state syncs only to save
+        self._accumulation = 1
+        self._failed = False
+        self._restored_batches = None
 
-    def _step(self):
-        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+    def _checkpoints(self):
+        """Checkpoint files of the directory, oldest step first."""
+        found = [
+            path
+            for path in glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5"))
+            if checkpoint_step(path) is not None
+        ]
+        return sorted(found, key=checkpoint_step)
+
+    def restore(self, model):
+        """Loads the newest readable checkpoint of the directory into `model`.
+
+        Args:
+            model: the compiled model, as built for the first run.
+
+        Returns:
+            int, batches trained on (0 when the directory holds no
+            checkpoint): the `start_step` of `make_translation_dataset`.
+
+        Raises:
+            UnreadableCheckpointError: every checkpoint is unreadable.
+        """
+        candidates = self._checkpoints() if os.path.isdir(self.directory) else []
+        problems = []
+        for path in reversed(candidates):
+            try:
+                batches = restore_training_state(model, path)
+            except UnreadableCheckpointError as error:
+                problems.append(str(error))
+                logger.warning("%s Trying the previous checkpoint.", error)
+                print(f"WARNING: {error} Trying the previous one.")
+                continue
+            print(f"Resuming from {path} (batch {batches}).")
+            self._restored_batches = batches
+            return batches
+        if problems:
+            raise UnreadableCheckpointError(
+                f"No readable checkpoint in {self.directory}: " + " | ".join(problems)
+            )
+        return 0
 
     def on_train_begin(self, logs=None):
         os.makedirs(self.directory, exist_ok=True)
         self._last_save_time = time.monotonic()
+        optimizer = self.model.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = optimizer.inner_optimizer
+        self._accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
+        # Batches are counted here from the restored data position: the optimizer's
+        # counter does not count the steps a LossScaleOptimizer skipped.
+        if self._restored_batches is not None:
+            self._batches = self._restored_batches
+            self._restored_batches = None
+        else:
+            self._batches = batches_trained(optimizer)
+        self._failed = False
+
+    def _step(self):
+        return self._batches // self._accumulation
 
     def on_train_batch_end(self, batch, logs=None):
+        self._batches += 1
+        if self._batches % self._accumulation:
+            return  # mid-update: accumulated gradients would be saved half-summed
         step = self._step()
         due_steps = self.every_steps is not None and step % self.every_steps == 0
         due_time = (
             self.every_minutes is not None
             and time.monotonic() - self._last_save_time >= 60.0 * self.every_minutes
         )
-        if due_steps or due_time:
+        if (due_steps or due_time) and self._loss_is_finite(logs):
             self.save(step)
+
+    def _loss_is_finite(self, logs):
+        loss = (logs or {}).get("loss")
+        if loss is None or math.isfinite(float(keras.ops.convert_to_numpy(loss))):
+            return True
+        if isinstance(self.model.optimizer, keras.optimizers.LossScaleOptimizer):
+            print(
+                f"WARNING: non-finite loss at step {self._step()} under loss scaling; "
+                "checkpoint skipped."
+            )
+            return False
+        self._failed = True
+        last = self._checkpoints()
+        raise FloatingPointError(
+            f"Non-finite training loss ({loss}) at step {self._step()}; training stopped "
+            "without saving. Last good checkpoint: "
+            + (last[-1] if last else f"none in {self.directory}")
+        )
 
     def save(self, step):
         """Writes the checkpoint of `step` and prunes the oldest beyond `keep`."""
         path = os.path.join(self.directory, NAME_FORMAT.format(step=step))
-        save_weights_atomic(self.model, path)
+        save_training_state(self.model, path, batches=self._batches)
         self._last_save_time = time.monotonic()
         if path not in self.saved:
             self.saved.append(path)
-        existing = [
-            p
-            for p in glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5"))
-            if checkpoint_step(p) is not None
-        ]
-        for old in sorted(existing, key=checkpoint_step)[: -self.keep]:
+        for old in self._checkpoints()[: -self.keep]:
             os.remove(old)
         return path
 
     def on_train_end(self, logs=None):
+        if self._failed:
+            return
         step = self._step()
         final = os.path.join(self.directory, NAME_FORMAT.format(step=step))
-        if not os.path.exists(final):
+        if not os.path.exists(final) and self._loss_is_finite(logs):
             self.save(step)
         if self.average_last:
             available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))

@@ -9,6 +9,7 @@ from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPos
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
+from keras_transformer.models._multi_worker_logs import reducible_logs
 from keras_transformer.models.presets import get_preset
 from keras_transformer.models.transformer_config import TransformerConfig
 
@@ -393,6 +394,14 @@ class Seq2SeqTransformer(keras.Model):
             break
         with strategy.scope():
             self._symbolic_build(data_batch=data_batch)
+
+    # Keras 3.15 fails to reduce scalar logs across workers (tensorflow/tensorflow#72388);
+    # remove both overrides with `_multi_worker_logs` once Keras handles them.
+    def train_step(self, *args, **kwargs):
+        return reducible_logs(self, super().train_step(*args, **kwargs))
+
+    def test_step(self, *args, **kwargs):
+        return reducible_logs(self, super().test_step(*args, **kwargs))
 
     def get_config(self):
         config = super().get_config()

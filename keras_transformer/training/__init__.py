@@ -2,6 +2,7 @@
 
 from keras_transformer.training.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
 from keras_transformer.training.paper_optimizer import paper_optimizer
+from keras_transformer.training.training_monitor import TrainingMonitor
 from keras_transformer.training.transformer_schedule import TransformerSchedule
 
-__all__ = ["LabelSmoothedCrossEntropy", "TransformerSchedule", "paper_optimizer"]
+__all__ = ["LabelSmoothedCrossEntropy", "TrainingMonitor", "TransformerSchedule", "paper_optimizer"]

@@ -1,0 +1,166 @@
+"""A `model.fit` callback logging loss, learning rate and tokens/s, and stopping at a step."""
+
+import csv
+import math
+import os
+import time
+
+import keras
+from keras import ops
+
+
+def _unwrapped(optimizer):
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return optimizer.inner_optimizer
+    return optimizer
+
+
+class TrainingMonitor(keras.callbacks.Callback):
+    """Writes training curves to TensorBoard and a CSV file; stops after `max_steps`.
+
+    Every `every_steps` optimizer updates it records, for the updates since the
+    previous record: the mean training loss (read from Keras' own loss tracker,
+    so it is the loss `fit` reports, per step rather than a running mean over
+    the epoch), the learning rate of the last update, and the throughput in
+    target tokens per second. Values go to TensorBoard (`log_dir/train`, tags
+    `loss`, `learning_rate`, `tokens_per_second`) and are appended to
+    `log_dir/train_log.csv` (`step,loss,learning_rate,tokens_per_second,
+    elapsed_seconds`), which survives restarts: a resumed run appends rows
+    from its restored step on.
+
+    Steps are optimizer updates (paper 5.3's step_num); with gradient
+    accumulation one step takes `accumulation_steps` batches. The model's
+    state is read only when a record is written, so on JAX the training
+    loop keeps its asynchronous dispatch between records.
+
+    Args:
+        log_dir: str or None. Directory for the TensorBoard events and the
+            CSV file (created). None records nothing (use for `max_steps`).
+        every_steps: int. Record every this many steps (paper-scale runs:
+            100; tests: 1).
+        tokens_per_batch: float or None. Real target tokens per batch, for
+            tokens/s; `TranslationDataset.summary.target_tokens /
+            steps_per_epoch` is the exact mean over an epoch. None leaves the
+            column empty.
+        max_steps: int or None. Stop training after this many steps (the
+            paper: 100,000 base, 300,000 big), counting restored ones, so a
+            resumed run ends where the uninterrupted one would.
+        start_step: int or None. Batches trained on before this `fit` (what
+            `PeriodicCheckpoint.restore` returns). None reads the optimizer's
+            batch counter, which does not count the steps a
+            `LossScaleOptimizer` skipped.
+
+    Example:
+
+    >>> monitor = TrainingMonitor("runs/base", tokens_per_batch=train.summary.target_tokens
+    ...                           / train.steps_per_epoch, max_steps=100_000)
+    >>> model.fit(train.dataset, steps_per_epoch=1000, epochs=100, callbacks=[monitor])
+    """
+
+    CSV_NAME = "train_log.csv"
+    COLUMNS = ("step", "loss", "learning_rate", "tokens_per_second", "elapsed_seconds")
+
+    def __init__(
+        self, log_dir=None, every_steps=100, tokens_per_batch=None, max_steps=None, start_step=None
+    ):
+        super().__init__()
+        if isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 1:
+            raise ValueError(f"`every_steps` must be an int >= 1. Received: {every_steps!r}")
+        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+            raise ValueError(f"`max_steps` must be an int >= 1 or None. Received: {max_steps!r}")
+        self.log_dir = None if log_dir is None else os.fspath(log_dir)
+        self.every_steps = every_steps
+        self.tokens_per_batch = tokens_per_batch
+        self.max_steps = max_steps
+        self.start_step = start_step
+        self._writer = None
+
+    def on_train_begin(self, logs=None):
+        optimizer = _unwrapped(self.model.optimizer)
+        self._accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
+        self._batches = self.start_step
+        if self._batches is None:
+            self._batches = int(ops.convert_to_numpy(optimizer._iterations))
+        self._start_time = time.monotonic()
+        self._last = (0.0, 0.0, self._batches, self._start_time)  # total, count, batch, time
+        if self.log_dir is not None:
+            import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
+
+            os.makedirs(self.log_dir, exist_ok=True)
+            self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
+        if self.max_steps is not None and self._batches // self._accumulation >= self.max_steps:
+            self.model.stop_training = True
+
+    def _loss_sums(self):
+        tracker = next(metric for metric in self.model.metrics if metric.name == "loss")
+        return (
+            float(ops.convert_to_numpy(tracker.total)),
+            float(ops.convert_to_numpy(tracker.count)),
+        )
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._writer is None:
+            return
+        # Keras resets its loss tracker when the next epoch begins: carry the sums
+        # since the last record over, as negative offsets from zero.
+        total, count = self._loss_sums()
+        last_total, last_count, batches, last_time = self._last
+        self._last = (last_total - total, last_count - count, batches, last_time)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches += 1
+        if self._batches % self._accumulation:
+            return
+        step = self._batches // self._accumulation
+        if self._writer is not None and step % self.every_steps == 0:
+            self._record(step)
+        if self.max_steps is not None and step >= self.max_steps:
+            self.model.stop_training = True
+
+    def _record(self, step):
+        total, count = self._loss_sums()
+        last_total, last_count, last_batches, last_time = self._last
+        now = time.monotonic()
+        loss = (total - last_total) / (count - last_count) if count > last_count else math.nan
+        tokens_per_second = None
+        if self.tokens_per_batch is not None and now > last_time:
+            tokens_per_second = self.tokens_per_batch * (self._batches - last_batches)
+            tokens_per_second /= now - last_time
+        self._last = (total, count, self._batches, now)
+        row = {
+            "step": step,
+            "loss": loss,
+            "learning_rate": self._last_learning_rate(),
+            "tokens_per_second": tokens_per_second,
+            "elapsed_seconds": now - self._start_time,
+        }
+        self._write(row)
+
+    def _last_learning_rate(self):
+        optimizer = _unwrapped(self.model.optimizer)
+        rate = optimizer._learning_rate
+        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+            # The rate of the update just applied, not of the next one.
+            return float(ops.convert_to_numpy(rate(self._batches - 1)))
+        return float(ops.convert_to_numpy(optimizer.learning_rate))
+
+    def _write(self, row):
+        import tensorflow as tf
+
+        with self._writer.as_default(step=row["step"]):
+            for name in ("loss", "learning_rate", "tokens_per_second"):
+                if row[name] is not None:
+                    tf.summary.scalar(name, row[name])
+        path = os.path.join(self.log_dir, self.CSV_NAME)
+        new = not os.path.exists(path)
+        with open(path, "a", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=self.COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer.close()
+            self._writer = None
