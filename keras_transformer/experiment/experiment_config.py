@@ -1,0 +1,102 @@
+"""Everything one training run needs: data, vocabulary, model, schedule, decoding, outputs."""
+
+import dataclasses
+
+from keras_transformer.utils.dataclass_config import DataclassConfig
+
+DISTRIBUTIONS = ("none", "mirrored", "multi_worker", "data_parallel")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig(DataclassConfig):
+    """Settings of `run_experiment`; defaults are the paper's base model on WMT14 en-de.
+
+    Split names are looked up as `{data_dir}/{split}.{language}` (plain or
+    gzip); a split containing a path separator is a path prefix of its own
+    (e.g. `../shared/data/newstest2014/newstest2014`). Everything the run
+    writes goes under `output_dir`.
+    """
+
+    # Where the vocabulary, checkpoints, logs, translations, scores and export go.
+    output_dir: str = "runs/experiment"
+    # Folder of line-aligned `{split}.{language}` files; None generates the synthetic corpus.
+    data_dir: str | None = None
+    # TFDS dataset for training instead of files, e.g. "wmt14_translate/de-en" (needs `tfds`).
+    tfds_name: str | None = None
+    # Source and target language suffixes of the files (paper: en -> de, en -> fr).
+    source_language: str = "en"
+    target_language: str = "de"
+    # Split names (or path prefixes) for training, model selection and the final test.
+    train_split: str = "train"
+    valid_split: str | None = "valid"
+    test_split: str = "test"
+    # Pairs of the generated corpus (train, valid, test) when `data_dir` is None.
+    synthetic_sizes: tuple = (20000, 500, 500)
+    # Shared source-target subword vocabulary (5.1: 37k BPE en-de, 32k word-piece en-fr).
+    vocabulary_size: int = 37000
+    # "bpe" (en-de) or "unigram" (SentencePiece's closest stand-in for word-pieces).
+    vocabulary_type: str = "bpe"
+    # Model preset of `keras_transformer.models.PRESETS` ("base", "big", "table3-B1", ...).
+    preset: str = "base"
+    # TransformerConfig fields overriding the preset (e.g. {"dropout": 0.1} for en-fr big).
+    model_overrides: dict = dataclasses.field(default_factory=dict)
+    # Padded tokens per side per replica and batch (5.1: about 25,000 per step).
+    token_budget: int = 25000
+    # Batches accumulated per update, token-weighted (reproduces large batches on one device).
+    accumulation_steps: int = 1
+    # Optimizer updates (5.2: 100k base, 300k big); None takes the preset's.
+    train_steps: int | None = None
+    # Schedule warmup (5.3: 4000) and multiplier (1.0).
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    # Label smoothing (5.4: 0.1); None takes the preset's (Table 3 row D varies it).
+    label_smoothing: float | None = None
+    # Checkpoint interval (6.1: every 10 minutes) and/or every N updates.
+    checkpoint_every_minutes: float | None = 10.0
+    checkpoint_every_steps: int | None = None
+    # Checkpoints averaged at the end (6.1: 5 base, 20 big); None takes the preset's.
+    average_last: int | None = None
+    # Beam search (6.1: beam 4, length penalty alpha 0.6, max output input + 50).
+    beam_size: int = 4
+    alpha: float = 0.6
+    max_extra_length: int = 50
+    # Metrics of the test split: names of `keras_transformer.evaluation.METRICS`.
+    metrics: tuple = ("bleu", "chrf", "tokenized_bleu")
+    # Write a TF Serving SavedModel of the averaged model at the end.
+    export: bool = True
+    # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),
+    # "data_parallel" (JAX keras.distribution over all devices).
+    distribution: str = "none"
+    # Mixed precision policy: None (float32), "mixed_bfloat16" or "mixed_float16".
+    precision: str | None = None
+    # Updates between lines of the training log and TensorBoard points.
+    log_every_steps: int = 100
+    # Keras progress bar during fit: 0 silent, 1 bar, 2 one line per epoch.
+    verbose: int = 1
+    # Seed of the data order, weights and dropout.
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(
+                f"`distribution` must be one of {DISTRIBUTIONS}. "
+                f"Received: distribution={self.distribution!r}"
+            )
+        if self.source_language == self.target_language:
+            raise ValueError(
+                "The source and target languages must differ. Received: "
+                f"{self.source_language!r} -> {self.target_language!r}"
+            )
+        for name in ("vocabulary_size", "token_budget", "accumulation_steps", "beam_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        if self.train_steps is not None and self.train_steps < 1:
+            raise ValueError(f"`train_steps` must be >= 1. Received: {self.train_steps}")
+        if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:
+            raise ValueError("Set `checkpoint_every_minutes`, `checkpoint_every_steps` or both.")
+        if self.precision not in (None, "mixed_bfloat16", "mixed_float16"):
+            raise ValueError(
+                "`precision` must be None, 'mixed_bfloat16' or 'mixed_float16'. "
+                f"Received: precision={self.precision!r}"
+            )

@@ -1,0 +1,33 @@
+"""What `run_experiment` returns."""
+
+import dataclasses
+
+from keras_transformer.evaluation import EvaluationScores
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentResult:
+    """The files a run wrote, its test scores and its translations."""
+
+    # Name -> path of everything written: "data", "vocabulary", "checkpoints",
+    # "train_log", "model", "translations", "scores", and "saved_model" when exported.
+    paths: dict
+    # Scores of the test split's translations.
+    scores: EvaluationScores
+    # (source, translation) pairs of the test split, in file order.
+    examples: list
+    # Optimizer updates the model was trained for.
+    train_steps: int
+    # Wall-clock minutes of the whole run.
+    minutes: float
+
+    def format(self, num_examples=3):
+        """A summary to print: examples, scores and where everything is."""
+        lines = ["Examples:"]
+        for source, translation in self.examples[:num_examples]:
+            lines += [f"  in:  {source}", f"  out: {translation}"]
+        lines += [self.scores.format(), "Written:"]
+        width = max(len(name) for name in self.paths)
+        lines += [f"  {name:<{width}}  {path}" for name, path in self.paths.items() if path]
+        lines.append(f"Finished {self.train_steps} steps in {self.minutes:.1f} minutes.")
+        return "\n".join(lines)

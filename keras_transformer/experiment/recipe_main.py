@@ -1,0 +1,228 @@
+"""The command line shared by the recipes and `keras-transformer train`."""
+
+import dataclasses
+import json
+import sys
+
+from keras_transformer.experiment.experiment_config import DISTRIBUTIONS, ExperimentConfig
+from keras_transformer.utils.command_line import OneLineErrorParser
+
+# Errors a user can cause (paths, languages, a checkpoint of another model): one line each.
+USER_ERRORS = (ValueError, OSError, KeyError)
+
+
+def build_parser(defaults, description, prog=None):
+    """An argument parser whose defaults are the fields of `defaults` (an ExperimentConfig)."""
+    parser = OneLineErrorParser(prog=prog, description=description)
+    add = parser.add_argument
+    add(
+        "--data-dir",
+        default=defaults.data_dir,
+        help="Folder of line-aligned {split}.{language} files (plain or .gz)"
+        + ("" if defaults.data_dir else "; default: the built-in generated corpus")
+        + f". Default: {defaults.data_dir}.",
+    )
+    add(
+        "--tfds",
+        dest="tfds_name",
+        default=defaults.tfds_name,
+        help="Train on a TFDS dataset instead (e.g. wmt14_translate/de-en; needs the "
+        "`tfds` extra and its download or a local TFDS data dir).",
+    )
+    add(
+        "--output-dir",
+        default=defaults.output_dir,
+        help=f"Everything is written here; a rerun resumes from it. Default: {defaults.output_dir}",
+    )
+    add(
+        "--source-language",
+        default=defaults.source_language,
+        help=f"Source file suffix. Default: {defaults.source_language}",
+    )
+    add(
+        "--target-language",
+        default=defaults.target_language,
+        help=f"Target file suffix. Default: {defaults.target_language}",
+    )
+    add(
+        "--train-split",
+        default=defaults.train_split,
+        help=f"Training split name or path prefix. Default: {defaults.train_split}",
+    )
+    add(
+        "--test-split",
+        default=defaults.test_split,
+        help="Split translated and scored at the end; a name under --data-dir or a path "
+        f"prefix such as ../data/newstest2014/newstest2014. Default: {defaults.test_split}",
+    )
+    add(
+        "--preset",
+        default=defaults.preset,
+        help=f"Model preset: base, big, table3-A1 ... table3-E. Default: {defaults.preset}",
+    )
+    add(
+        "--vocabulary-size",
+        type=int,
+        default=defaults.vocabulary_size,
+        help=f"Shared subword vocabulary size (paper 5.1). Default: {defaults.vocabulary_size}",
+    )
+    add(
+        "--max-steps",
+        dest="train_steps",
+        type=int,
+        default=defaults.train_steps,
+        help="Optimizer updates (paper: 100k base, 300k big). Default: "
+        f"{defaults.train_steps or 'the preset'}",
+    )
+    add(
+        "--token-budget",
+        type=int,
+        default=defaults.token_budget,
+        help="Padded tokens per side per device and batch (paper 5.1: about 25000). "
+        f"Default: {defaults.token_budget}",
+    )
+    add(
+        "--accumulation-steps",
+        type=int,
+        default=defaults.accumulation_steps,
+        help="Batches accumulated into one update, token-weighted; 8 on one device gives "
+        f"the paper's 8-GPU batch. Default: {defaults.accumulation_steps}",
+    )
+    add(
+        "--warmup-steps",
+        type=int,
+        default=defaults.warmup_steps,
+        help=f"Learning-rate warmup (paper 5.3: 4000). Default: {defaults.warmup_steps}",
+    )
+    add(
+        "--learning-rate-scale",
+        type=float,
+        default=defaults.learning_rate_scale,
+        help=f"Multiplier of the schedule (paper: 1). Default: {defaults.learning_rate_scale}",
+    )
+    add(
+        "--checkpoint-every-minutes",
+        type=float,
+        default=defaults.checkpoint_every_minutes,
+        help="Minutes between checkpoints (paper 6.1: 10). Default: "
+        f"{defaults.checkpoint_every_minutes}",
+    )
+    add(
+        "--checkpoint-every-steps",
+        type=int,
+        default=defaults.checkpoint_every_steps,
+        help=f"Updates between checkpoints. Default: {defaults.checkpoint_every_steps}",
+    )
+    add(
+        "--average-last",
+        type=int,
+        default=defaults.average_last,
+        help="Checkpoints averaged at the end (paper 6.1: 5 base, 20 big). Default: "
+        f"{defaults.average_last or 'the preset'}",
+    )
+    add(
+        "--beam-size",
+        type=int,
+        default=defaults.beam_size,
+        help=f"Beam width (paper 6.1: 4). Default: {defaults.beam_size}",
+    )
+    add(
+        "--alpha",
+        type=float,
+        default=defaults.alpha,
+        help=f"Length penalty (paper 6.1: 0.6). Default: {defaults.alpha}",
+    )
+    add(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        default=defaults.distribution,
+        help="mirrored: all local GPUs (TensorFlow); multi_worker: one process per machine "
+        "with TF_CONFIG (TensorFlow); data_parallel: all devices (JAX). "
+        f"Default: {defaults.distribution}",
+    )
+    add(
+        "--precision",
+        choices=("mixed_bfloat16", "mixed_float16"),
+        default=defaults.precision,
+        help="Mixed precision policy (logits, loss and softmax stay float32). Default: float32",
+    )
+    add(
+        "--no-export",
+        dest="export",
+        action="store_false",
+        default=defaults.export,
+        help="Skip the SavedModel export at the end.",
+    )
+    add(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        help=f"Seed of data order, weights and dropout. Default: {defaults.seed}",
+    )
+    add(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=defaults.verbose,
+        help="0 silent, 1 progress bar, 2 one line per epoch. Default: %(default)s",
+    )
+    return parser
+
+
+def _model_overrides(items):
+    overrides = {}
+    for item in items:
+        field, separator, value = item.partition("=")
+        if not separator or not field:
+            raise ValueError(f"--model-override takes FIELD=VALUE. Received: {item!r}")
+        try:
+            overrides[field.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[field.strip()] = value
+    return overrides
+
+
+def config_from_arguments(defaults, arguments):
+    """`defaults` with the parsed command-line values applied."""
+    names = {field.name for field in dataclasses.fields(ExperimentConfig)}
+    changes = {name: value for name, value in vars(arguments).items() if name in names}
+    overrides = _model_overrides(getattr(arguments, "model_override", []))
+    if overrides:
+        changes["model_overrides"] = {**defaults.model_overrides, **overrides}
+    return defaults.replace(**changes)
+
+
+def recipe_main(defaults, description, argv=None, language_pairs=None, require_data=False):
+    """Parses flags over `defaults`, runs the experiment, prints the summary.
+
+    Args:
+        defaults: the recipe's `ExperimentConfig`.
+        description: `--help` text (the recipe's docstring).
+        argv: list of str, or None for `sys.argv[1:]`.
+        language_pairs: allowed (source, target) pairs, or None for any.
+        require_data: the recipe has no built-in data: `--data-dir` or
+            `--tfds` must be given.
+
+    Returns:
+        int, the exit code: 0, 1 for a run that failed on the user's input
+        (one line on stderr, no traceback), 2 for bad flags.
+    """
+    parser = build_parser(defaults, description)
+    arguments = parser.parse_args(argv)
+    if require_data and arguments.data_dir is None and arguments.tfds_name is None:
+        parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")
+    pair = (arguments.source_language, arguments.target_language)
+    if language_pairs is not None and pair not in language_pairs:
+        allowed = ", ".join(f"{s}-{t}" for s, t in language_pairs)
+        parser.error(f"language pair {pair[0]}-{pair[1]} is not one of this recipe's: {allowed}")
+    try:
+        config = config_from_arguments(defaults, arguments)
+        from keras_transformer.experiment.run_experiment import run_experiment
+
+        result = run_experiment(config)
+    except USER_ERRORS as error:
+        message = " ".join(str(error).split())
+        print(f"{parser.prog}: error: {type(error).__name__}: {message}", file=sys.stderr)
+        return 1
+    print(result.format())
+    return 0

@@ -1,0 +1,62 @@
+"""The settings of each recipe, by name, for `recipes/*.py` and `keras-transformer train`.
+
+Each is an `ExperimentConfig`; the paper's runs change only what the paper changes.
+See docs/reproducing.md for the section every value comes from.
+"""
+
+from keras_transformer.experiment.experiment_config import ExperimentConfig
+
+# Paper 5.1-5.4 and 6.1: base model, WMT14 en-de, tested on newstest2014.
+WMT14_BASE = ExperimentConfig(
+    output_dir="runs/wmt14_base",
+    source_language="en",
+    target_language="de",
+    test_split="newstest2014",
+    vocabulary_size=37000,
+    vocabulary_type="bpe",
+    preset="base",
+    token_budget=25000,
+    warmup_steps=4000,
+    checkpoint_every_minutes=10.0,
+    metrics=("bleu", "chrf", "tokenized_bleu"),
+)
+
+# The big model (Table 3 "big"): 300k steps, 20 checkpoints averaged, dropout 0.3.
+WMT14_BIG = WMT14_BASE.replace(output_dir="runs/wmt14_big", preset="big")
+
+# En-fr big: dropout 0.1 (6.1) and a 32k shared vocabulary of word-pieces (5.1), for
+# which SentencePiece's unigram model is the closest available.
+WMT14_EN_FR_BIG = WMT14_BASE.replace(
+    output_dir="runs/wmt14_en_fr_big",
+    target_language="fr",
+    vocabulary_size=32000,
+    vocabulary_type="unigram",
+    preset="big",
+    model_overrides={"dropout": 0.1},
+)
+
+# The README's first command: the generated corpus and a small model, minutes on a CPU.
+QUICKSTART = ExperimentConfig(
+    output_dir="runs/quickstart",
+    data_dir=None,
+    synthetic_sizes=(20000, 500, 500),
+    vocabulary_size=1000,
+    preset="base",
+    model_overrides={"num_layers": 2, "d_model": 128, "num_heads": 4, "intermediate_dim": 512},
+    token_budget=4096,
+    train_steps=2500,
+    # A short warmup and a doubled rate suit a small model trained briefly.
+    warmup_steps=400,
+    learning_rate_scale=2.0,
+    checkpoint_every_minutes=None,
+    checkpoint_every_steps=250,
+    average_last=5,
+    metrics=("bleu", "chrf"),
+)
+
+RECIPES = {
+    "quickstart": QUICKSTART,
+    "wmt14_base": WMT14_BASE,
+    "wmt14_big": WMT14_BIG,
+    "wmt14_en_fr_big": WMT14_EN_FR_BIG,
+}

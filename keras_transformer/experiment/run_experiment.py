@@ -1,0 +1,268 @@
+"""One training run end to end: data, vocabulary, fit, averaging, test scores, export."""
+
+import contextlib
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+
+import keras
+
+from keras_transformer.checkpoints import PeriodicCheckpoint
+from keras_transformer.data import make_translation_dataset
+from keras_transformer.decoding import Translator
+from keras_transformer.evaluation import score_files
+from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.experiment.experiment_result import ExperimentResult
+from keras_transformer.export import export_saved_model, save_translation_model
+from keras_transformer.models import Seq2SeqTransformer, get_preset
+from keras_transformer.text import (
+    ParallelCorpus,
+    SubwordTokenizer,
+    load_tfds_corpus,
+    read_lines,
+    train_vocabulary,
+    write_synthetic_corpus,
+)
+from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
+
+logger = logging.getLogger("keras_transformer.experiment")
+
+
+def split_paths(config, split, data_dir):
+    """`(source_path, target_path)` of a split name or path prefix."""
+    prefix = split if os.sep in split or "/" in split else os.path.join(data_dir, split)
+    return tuple(
+        f"{prefix}.{language}" for language in (config.source_language, config.target_language)
+    )
+
+
+def _prepare_output_dir(path):
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise OSError(f"Cannot create the output directory {path}: {error.strerror}") from error
+    if not os.access(path, os.W_OK):
+        raise PermissionError(f"The output directory {path} is not writable.")
+
+
+def _data_dir(config, output_dir):
+    if config.data_dir is not None or config.tfds_name is not None:
+        return config.data_dir
+    data_dir = os.path.join(output_dir, "data")
+    if not os.path.exists(os.path.join(data_dir, f"train.{config.source_language}")):
+        train, valid, test = config.synthetic_sizes
+        write_synthetic_corpus(
+            data_dir, train_size=train, valid_size=valid, test_size=test, seed=config.seed
+        )
+    return data_dir
+
+
+def _check_files(paths, split):
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"The {split} split needs {path}, which does not exist (files are looked up "
+                "as {data_dir}/{split}.{language}; check --data-dir and the languages)."
+            )
+
+
+def _training_corpus(config, data_dir):
+    if config.tfds_name is not None:
+        return load_tfds_corpus(
+            config.tfds_name,
+            split=config.train_split,
+            source_language=config.source_language,
+            target_language=config.target_language,
+        )
+    paths = split_paths(config, config.train_split, data_dir)
+    _check_files(paths, "training")
+    return ParallelCorpus.from_files(*paths)
+
+
+def _tokenizer(config, corpus, output_dir):
+    path = os.path.join(output_dir, "vocabulary.model")
+    if os.path.exists(path):  # a resumed run keeps its vocabulary
+        with open(path, "rb") as file:
+            return SubwordTokenizer(proto=file.read())
+    return train_vocabulary(
+        corpus,
+        vocabulary_size=config.vocabulary_size,
+        model_type=config.vocabulary_type,
+        seed=config.seed,
+        output_path=path,
+    )
+
+
+def _strategy_scope(config):
+    """The distribution context of `config.distribution` and its number of replicas."""
+    if config.distribution == "none":
+        return contextlib.nullcontext(), 1
+    if config.distribution == "data_parallel":
+        if keras.backend.backend() != "jax":
+            raise ValueError("distribution='data_parallel' is the JAX backend's; use 'mirrored'.")
+        distribution = keras.distribution.DataParallel()
+        keras.distribution.set_distribution(distribution)
+        return contextlib.nullcontext(), len(keras.distribution.list_devices())
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            f"distribution={config.distribution!r} needs the TensorFlow backend; on JAX use "
+            "'data_parallel'."
+        )
+    import tensorflow as tf
+
+    strategy = (
+        tf.distribute.MirroredStrategy()
+        if config.distribution == "mirrored"
+        else tf.distribute.MultiWorkerMirroredStrategy()
+    )
+    return strategy.scope(), strategy.num_replicas_in_sync
+
+
+def run_experiment(config):
+    """Trains, averages, scores and exports one model as `config` describes.
+
+    Paper sections: 5.1 (shared vocabulary, token-budget batches), 5.2-5.4
+    (steps, Adam with the warmup schedule, dropout, label smoothing), 6.1
+    (checkpoint averaging, beam 4, alpha 0.6, max length input + 50). A run
+    interrupted for any reason continues where it stopped when started
+    again with the same `output_dir` (checkpoints hold the data position).
+
+    Args:
+        config: an `ExperimentConfig` (or a dict of its fields).
+
+    Returns:
+        An `ExperimentResult`: the written paths, the test scores, the test
+        sources with their translations, steps and minutes.
+
+    Example:
+
+    >>> run_experiment(ExperimentConfig(data_dir="wmt14", output_dir="runs/base"))
+    """
+    if isinstance(config, dict):
+        config = ExperimentConfig.from_dict(config)
+    start_time = time.time()
+    output_dir = os.path.abspath(config.output_dir)
+    _prepare_output_dir(output_dir)
+    if config.precision is not None:
+        keras.config.set_dtype_policy(config.precision)
+    keras.utils.set_random_seed(config.seed)
+
+    data_dir = _data_dir(config, output_dir)
+    corpus = _training_corpus(config, data_dir)
+    test_paths = split_paths(config, config.test_split, data_dir or "")
+    _check_files(test_paths, "test")
+    tokenizer = _tokenizer(config, corpus, output_dir)
+
+    preset = get_preset(config.preset)
+    train_steps = config.train_steps or preset.train_steps
+    average_last = config.average_last or preset.averaged_checkpoints
+    scope, replicas = _strategy_scope(config)
+    with scope:
+        model = Seq2SeqTransformer(
+            preset.config(tokenizer.vocabulary_size(), **config.model_overrides)
+        )
+        smoothing = config.label_smoothing
+        if smoothing is None:
+            smoothing = preset.label_smoothing
+        model.compile(
+            optimizer=paper_optimizer(
+                model.config.d_model,
+                warmup_steps=config.warmup_steps,
+                scale=config.learning_rate_scale,
+                accumulation_steps=config.accumulation_steps,
+            ),
+            loss=LabelSmoothedCrossEntropy(
+                label_smoothing=smoothing,
+                reduction="sum" if config.accumulation_steps > 1 else "mean_with_sample_weight",
+            ),
+        )
+        checkpoint = PeriodicCheckpoint(
+            os.path.join(output_dir, "checkpoints"),
+            every_steps=config.checkpoint_every_steps,
+            every_minutes=config.checkpoint_every_minutes,
+            keep=max(average_last, 5),
+            average_last=average_last,
+        )
+        start = checkpoint.restore(model)
+
+    train = make_translation_dataset(
+        corpus,
+        tokenizer,
+        token_budget=config.token_budget,
+        num_replicas=replicas,
+        accumulation_steps=config.accumulation_steps,
+        seed=config.seed,
+        start_step=start,
+    )
+    logger.info("Training data: %s", train.summary)
+    if config.verbose:
+        print(train.summary)
+    total_batches = train_steps * config.accumulation_steps
+    steps_per_epoch = min(train.steps_per_epoch, total_batches)
+    monitor = TrainingMonitor(
+        output_dir,
+        every_steps=config.log_every_steps,
+        tokens_per_batch=train.summary.target_tokens / train.steps_per_epoch,
+        max_steps=train_steps,
+        start_step=start,
+    )
+    model.fit(
+        train.dataset,
+        steps_per_epoch=steps_per_epoch,
+        epochs=math.ceil(total_batches / steps_per_epoch),
+        initial_epoch=min(start // steps_per_epoch, math.ceil(total_batches / steps_per_epoch)),
+        callbacks=[checkpoint, monitor],
+        verbose=config.verbose,
+    )
+    paths = {
+        "data": data_dir,
+        "vocabulary": os.path.join(output_dir, "vocabulary.model"),
+        "checkpoints": checkpoint.directory,
+        "train_log": os.path.join(output_dir, TrainingMonitor.CSV_NAME),
+        "model": save_translation_model(model, tokenizer, os.path.join(output_dir, "model.keras")),
+    }
+
+    translator = Translator(
+        model,
+        tokenizer,
+        beam_size=config.beam_size,
+        alpha=config.alpha,
+        max_extra_length=config.max_extra_length,
+    )
+    hypotheses = translator.translate(read_lines(test_paths[0]), verbose=config.verbose)
+    name = os.path.basename(test_paths[1])
+    paths["translations"] = os.path.join(output_dir, f"{name}.hyp")
+    _write_lines(paths["translations"], hypotheses)
+    scores = score_files(
+        paths["translations"], test_paths[1], config.metrics, language=config.target_language
+    )
+    paths["scores"] = os.path.join(output_dir, "scores.json")
+    _write_lines(paths["scores"], [json.dumps(dataclasses.asdict(scores), indent=2)])
+
+    if config.export:
+        paths["saved_model"] = export_saved_model(
+            model,
+            tokenizer,
+            os.path.join(output_dir, "saved_model"),
+            beam_size=config.beam_size,
+            alpha=config.alpha,
+            max_extra_length=config.max_extra_length,
+            overwrite=True,
+        )
+    return ExperimentResult(
+        paths=paths,
+        scores=scores,
+        examples=list(zip(read_lines(test_paths[0]), hypotheses, strict=True)),
+        train_steps=train_steps,
+        minutes=(time.time() - start_time) / 60,
+    )
+
+
+def _write_lines(path, lines):
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.write("\n".join(lines) + "\n")
+    os.replace(temporary, path)
