@@ -61,6 +61,15 @@ def build_parser(defaults, description, prog=None):
         help=f"Model preset: base, big, table3-A1 ... table3-E. Default: {defaults.preset}",
     )
     add(
+        "--model-override",
+        dest="model_override",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="Change one TransformerConfig field of the preset, e.g. num_layers=2 "
+        '(repeatable; values are JSON: 2, 0.3, true, "learned").',
+    )
+    add(
         "--vocabulary-size",
         type=int,
         default=defaults.vocabulary_size,

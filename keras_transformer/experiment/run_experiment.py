@@ -86,7 +86,14 @@ def _tokenizer(config, corpus, output_dir):
     path = os.path.join(output_dir, "vocabulary.model")
     if os.path.exists(path):  # a resumed run keeps its vocabulary
         with open(path, "rb") as file:
-            return SubwordTokenizer(proto=file.read())
+            tokenizer = SubwordTokenizer(proto=file.read())
+        if tokenizer.vocabulary_size() != config.vocabulary_size:
+            raise ValueError(
+                f"{path} (from an earlier run in this output directory) has "
+                f"{tokenizer.vocabulary_size()} pieces, but vocabulary_size="
+                f"{config.vocabulary_size} was asked for: use another --output-dir."
+            )
+        return tokenizer
     return train_vocabulary(
         corpus,
         vocabulary_size=config.vocabulary_size,

@@ -3,6 +3,7 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
@@ -21,6 +22,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Scores, masking and the softmax are computed in float32 whatever the
     compute dtype, so masks are safe under `mixed_float16`/`mixed_bfloat16`.
+
+    The weights live in per-head `EinsumDense` sublayers (`query_dense`,
+    `key_dense`, `value_dense`: (d_model, h, d_k or d_v) kernels;
+    `output_dense`: (h, d_v, d_model)), but `call` applies them as 2-D
+    matmuls: self-attention projects Q, K and V with one matmul through the
+    concatenated kernels, cross-attention K and V with another, and
+    `1 / sqrt(d_k)` is folded into the query kernel.
 
     Args:
         num_heads: int. Number of heads `h`.
@@ -144,7 +152,8 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns `(key, value)` of shapes (batch, key_len, num_heads, key_dim)
         and (batch, key_len, num_heads, value_dim).
         """
-        return self.key_dense(key_value), self.value_dense(key_value)
+        key_heads, value_heads = self._project(key_value, (self.key_dense, self.value_dense))
+        return key_heads, value_heads
 
     def call(
         self,
@@ -157,13 +166,20 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        query_heads = self.query_dense(query)  # (batch, q_len, heads, d_k)
         if cache is not None and cache_index is None:
+            (query_heads,) = self._project(query, (self.query_dense,))
             key_heads, value_heads = cache  # static (cross-attention) cache
         else:
-            source = query if key_value is None else key_value
-            key_heads = self.key_dense(source)  # (batch, k_len, heads, d_k)
-            value_heads = self.value_dense(source)  # (batch, k_len, heads, d_v)
+            if key_value is None:
+                # Self-attention: Q, K and V in one matmul.
+                query_heads, key_heads, value_heads = self._project(
+                    query, (self.query_dense, self.key_dense, self.value_dense)
+                )  # (batch, len, heads, d_k), twice, and (batch, len, heads, d_v)
+            else:
+                (query_heads,) = self._project(query, (self.query_dense,))
+                key_heads, value_heads = self._project(
+                    key_value, (self.key_dense, self.value_dense)
+                )  # (batch, k_len, heads, d_k), (batch, k_len, heads, d_v)
             if cache is not None:
                 # Write this step's keys/values into the preallocated buffers:
                 # fixed shapes keep one compiled program for the whole loop.
@@ -194,9 +210,58 @@ class MultiHeadAttention(keras.layers.Layer):
             results += (weights,)
         return results[0] if len(results) == 1 else results
 
+    def _matrix(self, dense):
+        """The kernel of `dense` as a matrix and its bias as a vector, in the compute dtype.
+
+        Input projections' (d_model, heads, head_dim) kernels become
+        (d_model, heads * head_dim) and the output projection's
+        (heads, d_v, output_dim) kernel (heads * d_v, output_dim): the same
+        weights, applied with plain matmuls. One 2-D matmul (whose kernel
+        gradient is one matmul too) is faster than a batched einsum that
+        broadcasts the kernel over the batch and sums its gradient back.
+        """
+        kernel = ops.cast(dense.kernel, self.compute_dtype)
+        if dense is self.output_dense:
+            kernel = ops.reshape(kernel, (-1, kernel.shape[-1]))
+        else:
+            kernel = ops.reshape(kernel, (kernel.shape[0], -1))
+        bias = None
+        if self.use_bias:
+            bias = ops.reshape(ops.cast(dense.bias, self.compute_dtype), (-1,))
+        if dense is self.query_dense:
+            # Q / sqrt(d_k) from scaled weights: one pass over the (small) kernel
+            # instead of over every query, and float16 scores stay in range. Exact
+            # when d_k is a power of 4 (a power-of-two scale), as in the paper's 64.
+            scale = ops.cast(1.0 / math.sqrt(self.key_dim), self.compute_dtype)
+            kernel = kernel * scale
+            bias = None if bias is None else bias * scale
+        return kernel, bias
+
+    def _project(self, inputs, denses):
+        """Projects `inputs` (batch, length, d_in) through `denses` with one matmul.
+
+        Returns one (batch, length, num_heads, head_dim) tensor per dense;
+        queries come out divided by sqrt(d_k).
+        """
+        kernels, biases = zip(*(self._matrix(dense) for dense in denses), strict=True)
+        sizes = [kernel.shape[-1] for kernel in kernels]
+        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
+        outputs = ops.matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
+        if self.use_bias:
+            outputs = outputs + (biases[0] if len(biases) == 1 else ops.concatenate(biases))
+        parts = (
+            [outputs]
+            if len(sizes) == 1
+            else ops.split(outputs, [int(i) for i in np.cumsum(sizes[:-1])], axis=-1)
+        )
+        leading = ops.shape(inputs)[:-1]  # (batch, length)
+        return [
+            ops.reshape(part, (*leading, self.num_heads, size // self.num_heads))
+            for part, size in zip(parts, sizes, strict=True)
+        ]
+
     def _attend(self, query_heads, key_heads, value_heads, mask, training):
-        # Scaling the queries before the product keeps float16 scores in range.
-        query_heads = query_heads * ops.cast(1.0 / math.sqrt(self.key_dim), query_heads.dtype)
+        # `query_heads` are already divided by sqrt(d_k) (see `_matrix`).
         scores = ops.einsum("bqhk,bthk->bhqt", query_heads, key_heads)  # (batch, h, q, t)
         scores = ops.cast(scores, "float32")
         if mask is not None:
@@ -204,7 +269,11 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = ops.softmax(scores, axis=-1)  # float32
         dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
         context = ops.einsum("bhqt,bthv->bqhv", dropped, value_heads)  # (batch, q, h, d_v)
-        return self.output_dense(context), weights
+        leading = ops.shape(context)[:2]  # (batch, q)
+        context = ops.reshape(context, (*leading, self.num_heads * self.value_dim))
+        kernel, bias = self._matrix(self.output_dense)  # (h * d_v, output_dim)
+        outputs = ops.matmul(context, kernel)  # (batch, q, output_dim)
+        return (outputs if bias is None else outputs + bias), weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])

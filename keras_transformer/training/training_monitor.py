@@ -18,15 +18,15 @@ def _unwrapped(optimizer):
 class TrainingMonitor(keras.callbacks.Callback):
     """Writes training curves to TensorBoard and a CSV file; stops after `max_steps`.
 
-    Every `every_steps` optimizer updates it records, for the updates since the
-    previous record: the mean training loss (read from Keras' own loss tracker,
-    so it is the loss `fit` reports, per step rather than a running mean over
-    the epoch), the learning rate of the last update, and the throughput in
-    target tokens per second. Values go to TensorBoard (`log_dir/train`, tags
-    `loss`, `learning_rate`, `tokens_per_second`) and are appended to
-    `log_dir/train_log.csv` (`step,loss,learning_rate,tokens_per_second,
-    elapsed_seconds`), which survives restarts: a resumed run appends rows
-    from its restored step on.
+    Every `every_steps` optimizer updates, and at the end of training, it
+    records for the updates since the previous record: the mean training loss
+    (from Keras' own loss tracker: the loss `fit` reports, but per step
+    rather than a running mean over the epoch), the learning rate of the
+    last update, and the throughput in target tokens per second. Values go
+    to TensorBoard (`log_dir/train`, tags `loss`, `learning_rate`,
+    `tokens_per_second`) and are appended to `log_dir/train_log.csv`
+    (`step,loss,learning_rate,tokens_per_second,elapsed_seconds`), which
+    survives restarts: a resumed run appends rows from its restored step on.
 
     Steps are optimizer updates (paper 5.3's step_num); with gradient
     accumulation one step takes `accumulation_steps` batches. The model's
@@ -160,6 +160,13 @@ class TrainingMonitor(keras.callbacks.Callback):
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
 
     def on_train_end(self, logs=None):
+        step = self._batches // self._accumulation
+        if (
+            self._writer is not None
+            and self._batches > self._last[2]
+            and not (self._batches % self._accumulation)
+        ):
+            self._record(step)  # the curve's last point
         if self._writer is not None:
             self._writer.flush()
             self._writer.close()

@@ -1,0 +1,33 @@
+"""Export for serving (a SavedModel for TF Serving) and `.keras` files for continued training.
+
+Depends on the model, the tokenizer and decoding; never on training code
+(`keras_transformer.training`), and the exported graph holds none of it.
+"""
+
+from keras_transformer.export.export_saved_model import (
+    SETTINGS_FILE,
+    default_max_source_length,
+    export_saved_model,
+)
+from keras_transformer.export.load_translation_model import load_translation_model
+from keras_transformer.export.run_export_command import run_export_command
+from keras_transformer.export.save_translation_model import save_translation_model
+from keras_transformer.export.translation_module import (
+    IDS_SIGNATURE,
+    TEXT_SIGNATURE,
+    TranslationModule,
+)
+from keras_transformer.export.xla_free_tracing import xla_free_tracing
+
+__all__ = [
+    "IDS_SIGNATURE",
+    "SETTINGS_FILE",
+    "TEXT_SIGNATURE",
+    "TranslationModule",
+    "default_max_source_length",
+    "export_saved_model",
+    "load_translation_model",
+    "run_export_command",
+    "save_translation_model",
+    "xla_free_tracing",
+]

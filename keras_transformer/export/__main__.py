@@ -1,0 +1,179 @@
+"""`python -m keras_transformer.export`: write a SavedModel for TF Serving.
+
+Example:
+
+    python -m keras_transformer.export --model runs/base/translator.keras \\
+        --output serving/translator/1
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import keras
+
+from keras_transformer.export.export_saved_model import export_saved_model
+from keras_transformer.export.load_translation_model import load_translation_model
+from keras_transformer.export.run_export_command import run_export_command
+from keras_transformer.models.presets import get_preset
+from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_transformer.models.transformer_config import TransformerConfig
+from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from keras_transformer.utils.command_line import OneLineErrorParser
+
+DESCRIPTION = """\
+Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
+in, translations and scores out (signature serving_default), or SentencePiece ids in and out
+(signature translate_ids). Tokenization, beam search with the key/value cache and length
+penalty, and detokenization all run in the graph; the decoding settings are fixed here and
+written to assets/translation_settings.json. See docs/serving.md.
+
+The graph is traced on the TensorFlow backend whatever backend trained the model: under
+another KERAS_BACKEND this command runs itself again with KERAS_BACKEND=tensorflow.
+"""
+
+
+def build_parser():
+    """The command's argument parser.
+
+    Returns:
+        An `argparse.ArgumentParser`.
+    """
+    parser = OneLineErrorParser(
+        prog="python -m keras_transformer.export",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--model",
+        metavar="FILE",
+        help="A .keras file from save_translation_model (model and tokenizer), or a "
+        "Seq2SeqTransformer .keras file with --tokenizer.",
+    )
+    source.add_argument(
+        "--weights",
+        metavar="FILE",
+        help="A .weights.h5 file (e.g. averaged checkpoints), with --tokenizer and "
+        "--config or --preset.",
+    )
+    parser.add_argument("--tokenizer", metavar="FILE", help="The SentencePiece .model file.")
+    config = parser.add_mutually_exclusive_group()
+    config.add_argument(
+        "--config",
+        metavar="JSON",
+        help="With --weights: JSON file of TransformerConfig fields (or of "
+        "Seq2SeqTransformer.get_config()).",
+    )
+    config.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="With --weights: model preset (base, big, ...); the vocabulary size is the "
+        "tokenizer's.",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="SavedModel directory to create, a numbered version under the model's base "
+        "path for TF Serving, e.g. serving/translator/1.",
+    )
+    parser.add_argument("--beam-size", type=int, default=4, metavar="N", help="Default: 4.")
+    parser.add_argument("--alpha", type=float, default=0.6, help="Length penalty; default 0.6.")
+    parser.add_argument(
+        "--max-extra-length",
+        type=int,
+        default=50,
+        metavar="N",
+        help="Output tokens allowed beyond the source length; default 50.",
+    )
+    parser.add_argument(
+        "--max-source-length",
+        type=int,
+        metavar="N",
+        help="Source ids kept (EOS included); longer inputs are cut and flagged. Default: the "
+        "model's max_position (512 by default).",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
+    return parser
+
+
+def main(argv=None):
+    """Runs the command.
+
+    Args:
+        argv: list of str arguments; None reads `sys.argv`.
+
+    Returns:
+        int, the exit status (0 on success; bad invocations exit with 1 or 2).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.weights is not None and (args.tokenizer is None or not (args.config or args.preset)):
+        parser.error("--weights needs --tokenizer and --config or --preset")
+    if args.model is not None and (args.config or args.preset):
+        parser.error("--config and --preset go with --weights")
+    for name in ("model", "weights", "tokenizer", "config"):
+        value = getattr(args, name)
+        if value is not None and not os.path.isfile(value):
+            parser.exit(1, f"{parser.prog}: error: --{name} file not found: {value}\n")
+    if keras.backend.backend() != "tensorflow":
+        print(
+            f"KERAS_BACKEND is {keras.backend.backend()}: exporting with "
+            "KERAS_BACKEND=tensorflow in a subprocess.",
+            file=sys.stderr,
+        )
+        return run_export_command(argv).returncode
+    try:
+        model, tokenizer = _load(args)
+        path = export_saved_model(
+            model,
+            tokenizer,
+            args.output,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            max_extra_length=args.max_extra_length,
+            max_source_length=args.max_source_length,
+            overwrite=args.overwrite,
+        )
+    except (OSError, ValueError, TypeError) as error:
+        message = str(error)
+        if isinstance(error, OSError) and error.filename is not None:
+            message = f"{error.strerror}: {error.filename}"
+        parser.exit(1, f"{parser.prog}: error: {message}\n")
+    print(f"Exported a SavedModel to {path}")
+    print("  serving_default: sentences string [batch] -> translations, scores, truncated")
+    print("  translate_ids:   token_ids int32 [batch, length] -> token_ids, scores, truncated")
+    return 0
+
+
+def _load(args):
+    """(model, tokenizer) from the command's arguments."""
+    tokenizer = SubwordTokenizer(proto=args.tokenizer) if args.tokenizer else None
+    if args.model is not None:
+        if tokenizer is None:
+            return load_translation_model(args.model, compile=False)
+        return keras.saving.load_model(args.model, compile=False), tokenizer
+    if args.preset is not None:
+        model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
+    else:
+        with open(args.config, encoding="utf-8") as file:
+            try:
+                config = json.load(file)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{args.config} is not valid JSON: {error}") from None
+        if not isinstance(config, dict):
+            raise ValueError(f"{args.config} must hold a JSON object.")
+        if "config" in config:
+            model = Seq2SeqTransformer.from_config(config)
+        else:
+            model = Seq2SeqTransformer(TransformerConfig.from_dict(config))
+    model.build()
+    model.load_weights(args.weights)
+    return model, tokenizer
+
+
+if __name__ == "__main__":
+    sys.exit(main())

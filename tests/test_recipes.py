@@ -1,0 +1,119 @@
+"""The recipes end to end on small local files, and their bad invocations."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_transformer.text import write_synthetic_corpus
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A one-layer width-32 model: the recipe's code path, minutes -> seconds.
+SMALL = [
+    "--model-override", "num_layers=1", "--model-override", "d_model=32",
+    "--model-override", "num_heads=2", "--model-override", "intermediate_dim=64",
+]  # fmt: skip
+
+
+def run_recipe(name, *arguments):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    command = [sys.executable, os.path.join(ROOT, "recipes", f"{name}.py"), *arguments]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def wmt_files(tmp_path_factory):
+    """WMT-named splits: train.{en,de} and newstest2014.{en,de}, generated."""
+    directory = tmp_path_factory.mktemp("wmt14")
+    write_synthetic_corpus(directory, train_size=400, valid_size=10, test_size=12, seed=3)
+    for language in ("en", "de"):
+        os.replace(directory / f"test.{language}", directory / f"newstest2014.{language}")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def wmt_run(wmt_files, tmp_path_factory):
+    output = tmp_path_factory.mktemp("run") / "wmt14_base"
+    result = run_recipe(
+        "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+        "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "512",
+        "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return output, result.stdout
+
+
+def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run, wmt_files):
+    output, stdout = wmt_run
+    assert "Averaged 2 checkpoints" in stdout
+    checkpoints = sorted(os.listdir(output / "checkpoints"))
+    assert checkpoints == ["ckpt-00000010.weights.h5", "ckpt-00000020.weights.h5"]
+    hypotheses = (output / "newstest2014.de.hyp").read_text(encoding="utf-8").split("\n")
+    assert len(hypotheses) == 12 + 1  # one line per test sentence, final newline
+    scores = json.loads((output / "scores.json").read_text())
+    assert scores["num_segments"] == 12
+    for metric in ("bleu", "chrf", "tokenized_bleu"):
+        assert scores[metric] is not None and 0.0 <= scores[metric] <= 100.0
+    assert (output / "saved_model" / "saved_model.pb").is_file()
+    assert (output / "model.keras").is_file()
+    with open(output / "train_log.csv") as log:
+        rows = log.readlines()
+    assert len(rows) == 2 and rows[1].startswith("20,")  # header, then the last step
+
+
+def one_error_line(result, *expected):
+    lines = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+def test_missing_data_dir_is_one_line(tmp_path):
+    result = run_recipe("wmt14_base", "--output-dir", str(tmp_path))
+    assert result.returncode == 2
+    one_error_line(result, "--data-dir")
+    result = run_recipe("wmt14_base", "--data-dir", str(tmp_path / "absent"),
+                        "--output-dir", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, "train.en", "does not exist")
+
+
+def test_wrong_language_pair_is_one_line(tmp_path, wmt_files):
+    result = run_recipe("wmt14_base", "--data-dir", str(wmt_files), "--target-language", "ja")
+    assert result.returncode == 2
+    one_error_line(result, "en-ja", "en-de")
+
+
+def test_unwritable_output_dir_is_one_line(tmp_path, wmt_files):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    result = run_recipe("wmt14_base", "--data-dir", str(wmt_files),
+                        "--output-dir", str(blocker / "run"))  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, str(blocker / "run"))
+
+
+def test_checkpoint_of_another_architecture_is_one_line(wmt_run, wmt_files):
+    output, _ = wmt_run
+    result = run_recipe(
+        "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+        "--max-steps", "30", "--vocabulary-size", "300", *SMALL,
+        "--model-override", "intermediate_dim=96",
+    )  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, "ckpt-00000020.weights.h5", "does not fit")
+
+
+@pytest.mark.slow
+def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
+    result = run_recipe(
+        "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(tmp_path / "run"),
+        "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "512",
+        "--checkpoint-every-steps", "10", "--verbose", "0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Averaged 2 checkpoints" in result.stdout
+    assert (tmp_path / "run" / "saved_model" / "saved_model.pb").is_file()
