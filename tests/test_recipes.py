@@ -117,3 +117,33 @@ def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Averaged 2 checkpoints" in result.stdout
     assert (tmp_path / "run" / "saved_model" / "saved_model.pb").is_file()
+
+
+def test_command_line_translates_stdin_like_the_recipe(wmt_run, wmt_files):
+    output, _ = wmt_run
+    sentences = (wmt_files / "newstest2014.en").read_text(encoding="utf-8")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer", "translate", "--model",
+         str(output / "model.keras")],
+        input=sentences, capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == (output / "newstest2014.de.hyp").read_text(encoding="utf-8")
+
+
+def test_command_line_help_and_bad_command():
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    for command in ("train", "translate", "evaluate", "average", "export"):
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_transformer", command, "--help"],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, (command, result.stderr[-2000:])
+        assert "--" in result.stdout and "usage:" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_transformer", "fly"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    one_error_line(result, "invalid choice")

@@ -16,6 +16,8 @@ class ExperimentResult:
     scores: EvaluationScores
     # (source, translation) pairs of the test split, in file order.
     examples: list
+    # Translations of the first examples by the exported SavedModel (None: not exported).
+    saved_model_examples: list | None
     # Optimizer updates the model was trained for.
     train_steps: int
     # Wall-clock minutes of the whole run.
@@ -23,9 +25,12 @@ class ExperimentResult:
 
     def format(self, num_examples=3):
         """A summary to print: examples, scores and where everything is."""
-        lines = ["Examples:"]
-        for source, translation in self.examples[:num_examples]:
-            lines += [f"  in:  {source}", f"  out: {translation}"]
+        lines = ["Examples (out: the trained model; SavedModel: the exported one):"]
+        served = self.saved_model_examples or []
+        for index, (source, translation) in enumerate(self.examples[:num_examples]):
+            lines += [f"  in:         {source}", f"  out:        {translation}"]
+            if index < len(served):
+                lines.append(f"  SavedModel: {served[index]}")
         lines += [self.scores.format(), "Written:"]
         width = max(len(name) for name in self.paths)
         lines += [f"  {name:<{width}}  {path}" for name, path in self.paths.items() if path]

@@ -201,7 +201,9 @@ def config_from_arguments(defaults, arguments):
     return defaults.replace(**changes)
 
 
-def recipe_main(defaults, description, argv=None, language_pairs=None, require_data=False):
+def recipe_main(
+    defaults, description, argv=None, language_pairs=None, require_data=False, prog=None
+):
     """Parses flags over `defaults`, runs the experiment, prints the summary.
 
     Args:
@@ -211,12 +213,13 @@ def recipe_main(defaults, description, argv=None, language_pairs=None, require_d
         language_pairs: allowed (source, target) pairs, or None for any.
         require_data: the recipe has no built-in data: `--data-dir` or
             `--tfds` must be given.
+        prog: str or None. Program name in usage and errors.
 
     Returns:
         int, the exit code: 0, 1 for a run that failed on the user's input
         (one line on stderr, no traceback), 2 for bad flags.
     """
-    parser = build_parser(defaults, description)
+    parser = build_parser(defaults, description, prog=prog)
     arguments = parser.parse_args(argv)
     if require_data and arguments.data_dir is None and arguments.tfds_name is None:
         parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")

@@ -29,6 +29,8 @@ from keras_transformer.text import (
 from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
 
 logger = logging.getLogger("keras_transformer.experiment")
+# Test sentences printed with their translations, and translated by the SavedModel.
+NUM_EXAMPLES = 3
 
 
 def split_paths(config, split, data_dir):
@@ -249,6 +251,8 @@ def run_experiment(config):
     paths["scores"] = os.path.join(output_dir, "scores.json")
     _write_lines(paths["scores"], [json.dumps(dataclasses.asdict(scores), indent=2)])
 
+    sources = read_lines(test_paths[0])
+    served = None
     if config.export:
         paths["saved_model"] = export_saved_model(
             model,
@@ -259,13 +263,24 @@ def run_experiment(config):
             max_extra_length=config.max_extra_length,
             overwrite=True,
         )
+        served = _translate_with_saved_model(paths["saved_model"], sources[:NUM_EXAMPLES])
     return ExperimentResult(
         paths=paths,
         scores=scores,
-        examples=list(zip(read_lines(test_paths[0]), hypotheses, strict=True)),
+        examples=list(zip(sources, hypotheses, strict=True)),
+        saved_model_examples=served,
         train_steps=train_steps,
         minutes=(time.time() - start_time) / 60,
     )
+
+
+def _translate_with_saved_model(path, sentences):
+    """Translations of `sentences` by the exported SavedModel, as TF Serving would run it."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    outputs = serve(sentences=tf.constant(sentences, dtype=tf.string))
+    return [text.decode("utf-8") for text in outputs["translations"].numpy()]
 
 
 def _write_lines(path, lines):

@@ -155,7 +155,12 @@ def _load(args):
     if args.model is not None:
         if tokenizer is None:
             return load_translation_model(args.model, compile=False)
-        return keras.saving.load_model(args.model, compile=False), tokenizer
+        model = keras.saving.load_model(args.model, compile=False)
+        if not isinstance(model, Seq2SeqTransformer):
+            raise ValueError(
+                f"{args.model} holds a {type(model).__name__}, not a Seq2SeqTransformer."
+            )
+        return model, tokenizer
     if args.preset is not None:
         model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
     else:

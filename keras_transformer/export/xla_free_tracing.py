@@ -37,8 +37,9 @@ def xla_free_tracing():
     as is fails to load or to run in a `tensorflow_model_server` without XLA.
     Inside this context the same call traces to `Pad` + `SelectV2`.
 
-    Only tracing inside the context is affected; the swap is undone on exit
-    and serialized across threads.
+    The swap is undone on exit and serialized across threads. While it is in
+    place, `ops.slice_update` calls from other threads get the core-op
+    version too, which computes the same values.
 
     Example:
 

@@ -1,0 +1,319 @@
+"""The SavedModel for TF Serving translates like `Translator`, without Keras, this package or XLA.
+
+The model is trained for a few steps on the backend under test; under JAX it is exported
+through the TensorFlow-backend subprocess (`python -m keras_transformer.export`), as a user
+on JAX would.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from saved_model_audit import REGISTERED_OPS_FUNCTION, audit_saved_model
+
+from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+from keras_transformer.decoding import Translator
+from keras_transformer.decoding.translator import to_token_lists
+from keras_transformer.export import SETTINGS_FILE, export_saved_model
+from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+
+DECODING = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 4, "max_source_length": 24}
+# tensorflow-text imports Keras for its own layers: keep that Keras off JAX.
+SUBPROCESS_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+
+FRESH_PROCESS_SCRIPT = (
+    textwrap.dedent(
+        """
+        import json, sys
+
+        # This package, keras-hub and JAX must not be needed: importing them fails.
+        for name in ("keras_transformer", "keras_hub", "jax"):
+            sys.modules[name] = None
+        import tensorflow as tf
+        """
+    )
+    + REGISTERED_OPS_FUNCTION
+    + textwrap.dedent(
+        """
+        tensorflow_ops = registered_ops()
+        import tensorflow_text  # registers its ops (and imports keras for its own layers)
+        text_ops = registered_ops() - tensorflow_ops
+
+        with open(sys.argv[1], encoding="utf-8") as file:
+            request = json.load(file)
+        serve = tf.saved_model.load(request["path"]).signatures["serving_default"]
+        outputs = serve(sentences=tf.constant(request["sentences"]))
+        result = {
+            "translations": [t.decode("utf-8") for t in outputs["translations"].numpy()],
+            "scores": outputs["scores"].numpy().tolist(),
+            "truncated": outputs["truncated"].numpy().tolist(),
+            "tensorflow_ops": sorted(tensorflow_ops),
+            "text_ops": sorted(text_ops),
+            "package_imported": any(
+                sys.modules.get(name) is not None for name in ("keras_transformer", "keras_hub")
+            ),
+        }
+        with open(sys.argv[2], "w", encoding="utf-8") as file:
+            json.dump(result, file)
+        """
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A tiny model trained for a few steps to copy sentences, its tokenizer and sentences."""
+    english, german = generate_synthetic_pairs(300, seed=0)
+    tokenizer = train_vocabulary(english + german, vocabulary_size=160)
+    keras.utils.set_random_seed(7)
+    model = Seq2SeqTransformer(
+        TransformerConfig(
+            vocabulary_size=160,
+            num_layers=1,
+            d_model=16,
+            num_heads=2,
+            intermediate_dim=32,
+            dropout=0.0,
+        )
+    )
+    pieces = [p for p in to_token_lists(tokenizer(english[:300])) if len(p) < 16][:256]
+    source, decoder, labels = (np.zeros((len(pieces), 16), "int32") for _ in range(3))
+    for row, ids in enumerate(pieces):
+        source[row, : len(ids) + 1] = [*ids, tokenizer.eos_id]
+        decoder[row, : len(ids) + 1] = [tokenizer.bos_id, *ids]
+        labels[row, : len(ids) + 1] = [*ids, tokenizer.eos_id]
+    # A few small steps: trained, yet its outputs still differ from sentence to sentence.
+    model.compile(optimizer=keras.optimizers.Adam(0.001), loss=LabelSmoothedCrossEntropy())
+    inputs = {"encoder_token_ids": source, "decoder_token_ids": decoder}
+    model.fit(inputs, labels, batch_size=32, epochs=1, verbose=0)
+    sentences = [
+        english[0],
+        "",
+        english[1][:10],
+        english[2] + " " + english[3],  # longer than max_source_length: cut
+        "   ",
+        english[4],
+        "Zwei Hunde ✓ — Ünïcödé 🙂",
+        english[5][:3],
+        *english[10:13],
+        english[13][:20],
+    ]
+    translator = Translator(model, tokenizer, **DECODING)
+    return model, tokenizer, english, sentences, translator
+
+
+@pytest.fixture(scope="module")
+def expected(trained):
+    _, _, _, sentences, translator = trained
+    return translator.translate(sentences, return_scores=True)
+
+
+@pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    model, tokenizer, *_ = trained
+    path = tmp_path_factory.mktemp("serving") / "translator" / "1"
+    return export_saved_model(model, tokenizer, path, **DECODING)
+
+
+@pytest.fixture(scope="module")
+def fresh_process(trained, exported, tmp_path_factory):
+    """Runs the SavedModel in a new process that imports only TensorFlow and tensorflow-text."""
+    sentences = trained[3]
+    directory = tmp_path_factory.mktemp("fresh")
+    request, result = directory / "request.json", directory / "result.json"
+    request.write_text(json.dumps({"path": exported, "sentences": sentences}), encoding="utf-8")
+    process = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS_SCRIPT, str(request), str(result)],
+        env=SUBPROCESS_ENV,
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(result.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def serve(exported):
+    loaded = tf.saved_model.load(exported)
+    return loaded.signatures["serving_default"], loaded.signatures["translate_ids"]
+
+
+def test_fresh_process_translates_like_translate(fresh_process, expected, trained):
+    translations, scores = expected
+    _, tokenizer, _, sentences, _ = trained
+    assert not fresh_process["package_imported"]
+    assert fresh_process["translations"] == translations
+    assert translations[1] == translations[4] == ""
+    assert len(set(translations) - {""}) >= 3  # the sentences do not all translate alike
+    lengths = [len(ids) + 1 for ids in to_token_lists(tokenizer(sentences))]  # EOS included
+    too_long = [
+        bool(s.strip()) and n > DECODING["max_source_length"]
+        for s, n in zip(sentences, lengths, strict=True)
+    ]
+    assert fresh_process["truncated"] == too_long and too_long[3]
+    np.testing.assert_allclose(fresh_process["scores"], scores, atol=1e-4)
+
+
+def test_graph_uses_only_tensorflow_and_tensorflow_text_ops(fresh_process, exported):
+    tensorflow_ops, text_ops = set(fresh_process["tensorflow_ops"]), set(fresh_process["text_ops"])
+    assert "SentencepieceOp" in text_ops and "XlaCallModule" in tensorflow_ops
+    ops, problems = audit_saved_model(exported, tensorflow_ops | text_ops)
+    assert problems == []
+    assert ops & text_ops == {
+        "SentencepieceOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceDetokenizeOp",
+    }
+    assert {"While", "TopKV2", "UnicodeTranscode"} <= ops
+
+
+def test_audit_flags_xla_and_unknown_ops(tmp_path):
+    from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
+
+    module = tf.Module()
+    module.update = tf.function(
+        lambda x: dynamic_update_slice(x, x[:1], [0]),
+        input_signature=[tf.TensorSpec([None], tf.float32)],
+        jit_compile=True,
+    )
+    tf.saved_model.save(module, str(tmp_path), signatures=module.update.get_concrete_function())
+    ops, problems = audit_saved_model(str(tmp_path), allowed_ops={"Placeholder"})
+    assert "XlaDynamicUpdateSlice" in ops
+    assert any("XLA op XlaDynamicUpdateSlice" in p for p in problems)
+    assert any("must-compile" in p for p in problems)
+    assert any("op StridedSlice" in p and "not in TensorFlow" in p for p in problems)
+
+
+def test_saved_model_cli_lists_both_signatures(exported):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    if not os.path.exists(cli):
+        pytest.skip("saved_model_cli is not installed next to the interpreter")
+    result = subprocess.run(
+        [cli, "show", "--dir", exported, "--all"],
+        env=SUBPROCESS_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = " ".join(result.stdout.split())
+    for signature, name, dtype, shape in [
+        ("serving_default", "inputs['sentences']", "DT_STRING", "(-1)"),
+        ("serving_default", "outputs['translations']", "DT_STRING", "(-1)"),
+        ("serving_default", "outputs['scores']", "DT_FLOAT", "(-1)"),
+        ("serving_default", "outputs['truncated']", "DT_BOOL", "(-1)"),
+        ("translate_ids", "inputs['token_ids']", "DT_INT32", "(-1, -1)"),
+        ("translate_ids", "outputs['token_ids']", "DT_INT32", "(-1, -1)"),
+        ("translate_ids", "outputs['scores']", "DT_FLOAT", "(-1)"),
+    ]:
+        section = text.split(f"signature_def['{signature}']")[1].split("signature_def[")[0]
+        assert f"{name} tensor_info: dtype: {dtype} shape: {shape}" in section
+    assert "Method name is: tensorflow/serving/predict" in text
+
+
+def test_settings_asset_records_the_decoding(exported):
+    with open(os.path.join(exported, "assets", SETTINGS_FILE), encoding="utf-8") as file:
+        settings = json.load(file)
+    assert settings["decoding"] == DECODING
+    assert settings["special_ids"] == {"pad_id": 0, "bos_id": 2, "eos_id": 3}
+    assert settings["versions"]["tensorflow"] == tf.__version__
+    assert set(settings["signatures"]) == {"serving_default", "translate_ids"}
+
+
+def test_bad_requests_give_defined_results(serve, trained):
+    text, ids = serve
+    _, _, english, _, translator = trained
+
+    def translate(batch):
+        outputs = text(sentences=tf.constant(batch, tf.string))
+        return (
+            [t.decode("utf-8") for t in outputs["translations"].numpy()],
+            outputs["scores"].numpy().tolist(),
+            outputs["truncated"].numpy().tolist(),
+        )
+
+    reference = translate([english[0]])
+    assert translate(["", " \t\n\u3000"]) == (["", ""], [0.0, 0.0], [False, False])
+    words = (" ".join(english[20:40]).split() * 1000)[:5000]
+    long_input = " ".join(words)  # far beyond max_source_length: cut, and flagged
+    translations, _, truncated = translate([long_input])
+    assert len(words) == 5000 and truncated == [True]
+    assert translations == translator.translate([long_input])
+    invalid = [b"\xff\xfe" + english[7].encode(), b"caf\xc3", b"\xc0\xaf"]
+    assert translate(invalid)[0] == translator.translate(
+        [b.decode("utf-8", errors="replace") for b in invalid]
+    )
+    assert translate([]) == ([], [], [])
+    outputs = ids(token_ids=tf.zeros([0, 0], tf.int32))
+    assert outputs["token_ids"].shape[0] == 0 and outputs["scores"].shape == (0,)
+    for bad, message in [([[5, 600]], "vocabulary size 160"), ([[5, -1]], "must be >= 0")]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            ids(token_ids=tf.constant(bad, tf.int32))
+    assert translate([english[0]]) == reference  # the loaded model still serves
+
+
+def test_ids_signature_matches_text_signature(serve, trained):
+    text, ids = serve
+    _, tokenizer, english, _, _ = trained
+    batch = [english[8], english[9][:12], ""]
+    pieces = to_token_lists(tokenizer(batch))
+    token_ids = np.zeros((len(batch), max(map(len, pieces))), "int32")
+    for row, piece_ids in enumerate(pieces):
+        token_ids[row, : len(piece_ids)] = piece_ids
+    by_ids = ids(token_ids=tf.constant(token_ids))
+    by_text = text(sentences=tf.constant(batch))
+    outputs = [[int(t) for t in row if t != 0] for row in by_ids["token_ids"].numpy()]
+    texts = tokenizer.detokenize(outputs)
+    texts = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in np.asarray(texts)]
+    assert texts == [t.decode("utf-8") for t in by_text["translations"].numpy()]
+    np.testing.assert_array_equal(by_ids["scores"].numpy(), by_text["scores"].numpy())
+
+
+def test_concurrent_requests_get_the_sequential_outputs(serve, trained):
+    text, _ = serve
+    english = trained[2]
+    rng = np.random.default_rng(0)
+    pool = [sentence[: rng.integers(4, 30)] for sentence in english[10:40]] + ["", " "]
+    requests = [list(rng.choice(pool, size=rng.integers(1, 4))) for _ in range(50)]
+
+    def send(batch):
+        outputs = text(sentences=tf.constant(batch))
+        return outputs["translations"].numpy().tolist(), outputs["scores"].numpy().tobytes()
+
+    sequential = [send(batch) for batch in requests]
+    results, errors = {}, []
+
+    def client(index):
+        try:
+            order = np.random.default_rng(index).permutation(len(requests))
+            results[index] = {int(i): send(requests[i]) for i in order}
+        except Exception as error:  # reported below, with the thread's index
+            errors.append((index, error))
+
+    threads = [threading.Thread(target=client, args=(index,)) for index in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for index in range(16):
+        assert [results[index][i] for i in range(len(requests))] == sequential
+
+
+def test_export_checks_its_arguments(trained, exported):
+    model, tokenizer, *_ = trained
+    with pytest.raises(FileExistsError, match="overwrite"):
+        export_saved_model(model, tokenizer, exported, **DECODING)
+    with pytest.raises(ValueError, match="beam_size"):
+        export_saved_model(model, tokenizer, exported + "-new", beam_size=0)
+    assert not os.path.exists(exported + "-new")
+    assert sorted(os.listdir(os.path.dirname(exported))) == ["1"]  # no temporary left

@@ -1,0 +1,170 @@
+"""`.keras` files of a model and its tokenizer, and the export command's front end."""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import random_token_ids, to_numpy
+
+from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, export
+from keras_transformer.decoding import Translator
+from keras_transformer.decoding.translator import to_token_lists
+from keras_transformer.export import __main__ as command
+from keras_transformer.export import load_translation_model, save_translation_model
+from keras_transformer.text import SubwordTokenizer, generate_synthetic_pairs, train_vocabulary
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    english, german = generate_synthetic_pairs(200, seed=1)
+    return train_vocabulary(english + german, vocabulary_size=120)
+
+
+@pytest.fixture
+def compiled_model(tiny_config):
+    model = Seq2SeqTransformer(tiny_config.replace(vocabulary_size=120, num_layers=1))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=LabelSmoothedCrossEntropy())
+    return model
+
+
+def batch(seed):
+    rng = np.random.default_rng(seed)
+    inputs = {
+        "encoder_token_ids": random_token_ids(rng, 4, 7, 120),
+        "decoder_token_ids": random_token_ids(rng, 4, 6, 120),
+    }
+    return inputs, random_token_ids(rng, 4, 6, 120)
+
+
+def test_round_trip_restores_the_training_state(compiled_model, tokenizer, tmp_path):
+    model = compiled_model
+    model.fit(*batch(0), epochs=1, verbose=0)
+    path = save_translation_model(model, tokenizer, tmp_path / "translator.keras")
+    loaded, loaded_tokenizer = load_translation_model(path)  # safe_mode on
+
+    assert isinstance(loaded_tokenizer, SubwordTokenizer)
+    assert loaded_tokenizer.proto == tokenizer.proto
+    sentences = ["Zwei Hunde laufen.", "A dog ✓"]
+    assert to_token_lists(loaded_tokenizer(sentences)) == to_token_lists(tokenizer(sentences))
+    assert loaded.config == model.config
+    for original, restored in zip(model.weights, loaded.weights, strict=True):
+        np.testing.assert_array_equal(to_numpy(original), to_numpy(restored))
+    # The same optimizer state (step count, Adam moments) and loss: training continues
+    # exactly where it stopped.
+    assert isinstance(loaded.loss, LabelSmoothedCrossEntropy)
+    assert int(to_numpy(loaded.optimizer.iterations)) == 1
+    for original, restored in zip(
+        model.optimizer.variables, loaded.optimizer.variables, strict=True
+    ):
+        np.testing.assert_array_equal(to_numpy(original), to_numpy(restored))
+    # Still an ordinary `.keras` model file.
+    assert isinstance(keras.saving.load_model(path, compile=False), Seq2SeqTransformer)
+
+
+def test_failed_save_leaves_the_old_file(compiled_model, tokenizer, tmp_path, monkeypatch):
+    path = tmp_path / "translator.keras"
+    save_translation_model(compiled_model, tokenizer, path)
+    before = path.read_bytes()
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", fail)
+    with pytest.raises(OSError, match="disk full"):
+        save_translation_model(compiled_model, tokenizer, path)
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["translator.keras"]  # no temporary file left
+    with pytest.raises(ValueError, match=r"`\.keras`"):
+        save_translation_model(compiled_model, tokenizer, tmp_path / "model.h5")
+
+
+def test_a_plain_keras_file_is_rejected_clearly(compiled_model, tmp_path):
+    compiled_model.build()
+    compiled_model.save(tmp_path / "plain.keras")
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        load_translation_model(tmp_path / "plain.keras")
+
+
+def test_command_reports_bad_invocations_in_one_line(tmp_path, capsys):
+    for argv, status, message in [
+        (["--output", "out"], 2, "one of the arguments --model --weights is required"),
+        (["--weights", "w.weights.h5", "--output", "out"], 2, "--weights needs --tokenizer"),
+        (["--model", str(tmp_path / "missing.keras"), "--output", "out"], 1, "not found"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            command.main(argv)
+        assert exit_info.value.code == status
+        error = capsys.readouterr().err.strip()
+        assert message in error and len(error.splitlines()) == 1
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="the same export in a subprocess; test_export.py covers the JAX route",
+)
+def test_command_exports_averaged_weights(tiny_config, tokenizer, tmp_path):
+    """`--weights` + `--config` + `--tokenizer`, e.g. after checkpoint averaging."""
+    config = tiny_config.replace(vocabulary_size=120)
+    model = Seq2SeqTransformer(config)
+    model.build()
+    model.save_weights(tmp_path / "averaged.weights.h5")
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    tokenizer.save_to_file(tmp_path / "vocabulary.model")
+    output = tmp_path / "serving" / "1"
+    status = command.main(
+        [
+            "--weights",
+            str(tmp_path / "averaged.weights.h5"),
+            "--config",
+            str(tmp_path / "config.json"),
+            "--tokenizer",
+            str(tmp_path / "vocabulary.model"),
+            "--output",
+            str(output),
+            "--beam-size",
+            "2",
+            "--max-extra-length",
+            "3",
+        ]
+    )
+    assert status == 0
+    serve = tf.saved_model.load(str(output)).signatures["serving_default"]
+    sentences = ["Zwei Hunde laufen.", "A dog"]
+    translations = serve(sentences=tf.constant(sentences))["translations"].numpy()
+    expected = Translator(model, tokenizer, beam_size=2, max_extra_length=3).translate(sentences)
+    assert [t.decode("utf-8") for t in translations] == expected
+
+
+def test_export_folder_imports_no_training_code():
+    for path in pathlib.Path(export.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+                if node.module == "keras_transformer":
+                    assert [alias.name for alias in node.names] == ["__version__"], path
+            else:
+                continue
+            assert not any(m.startswith("keras_transformer.training") for m in modules), path
+
+
+def test_command_runs_itself_on_tensorflow_from_another_backend(tmp_path, monkeypatch):
+    (tmp_path / "translator.keras").write_bytes(b"")
+    argv = ["--model", str(tmp_path / "translator.keras"), "--output", str(tmp_path / "1")]
+    calls = []
+    monkeypatch.setattr(command.keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(
+        command,
+        "run_export_command",
+        lambda arguments: calls.append(arguments) or subprocess.CompletedProcess(arguments, 0),
+    )
+    assert command.main(argv) == 0
+    assert calls == [argv]
