@@ -147,3 +147,21 @@ def test_command_line_help_and_bad_command():
     )  # fmt: skip
     assert result.returncode == 2
     one_error_line(result, "invalid choice")
+
+
+def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
+    result = run_recipe(
+        "table3", "--data-dir", str(wmt_files), "--output-dir", str(tmp_path),
+        "--valid-split", "valid", "--test-split", "newstest2014", "--max-steps", "3",
+        "--vocabulary-size", "300", "--token-budget", "512", "--checkpoint-every-steps", "3",
+        "--verbose", "0", "--beam-size", "1", *SMALL, "--variants", "base", "table3-B2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    header, rule, *table = result.stdout.strip().splitlines()[-4:]
+    assert header.split()[:3] == ["variant", "N", "d_model"] and set(rule) == {"-"}
+    table = [header, *table]
+    assert [line.split()[0] for line in table[1:]] == ["base", "B2"]
+    assert [line.split()[5] for line in table[1:]] == ["16", "32"]  # d_k: 32 / 2 heads; B2 sets 32
+    for line in table[1:]:
+        perplexity = float(line.split()[-2])
+        assert 1.0 < perplexity < 1e4  # 3 updates: near the 300-piece uniform, finite

@@ -62,6 +62,8 @@ class ExperimentConfig(DataclassConfig):
     max_extra_length: int = 50
     # Metrics of the test split: names of `keras_transformer.evaluation.METRICS`.
     metrics: tuple = ("bleu", "chrf", "tokenized_bleu")
+    # Score the valid split too: per-token perplexity (no smoothing) and BLEU (Table 3's dev).
+    evaluate_valid: bool = False
     # Write a TF Serving SavedModel of the averaged model at the end.
     export: bool = True
     # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),

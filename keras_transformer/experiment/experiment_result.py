@@ -18,6 +18,12 @@ class ExperimentResult:
     examples: list
     # Translations of the first examples by the exported SavedModel (None: not exported).
     saved_model_examples: list | None
+    # {"perplexity": float, "bleu": float} of the valid split, or None when not evaluated.
+    valid_scores: dict | None
+    # Trainable parameters of the model (Table 3's "params").
+    num_parameters: int
+    # The model's architecture.
+    model_config: dict
     # Optimizer updates the model was trained for.
     train_steps: int
     # Wall-clock minutes of the whole run.
@@ -31,6 +37,11 @@ class ExperimentResult:
             lines += [f"  in:         {source}", f"  out:        {translation}"]
             if index < len(served):
                 lines.append(f"  SavedModel: {served[index]}")
+        if self.valid_scores:
+            lines.append(
+                f"valid: perplexity {self.valid_scores['perplexity']:.2f}, "
+                f"BLEU {self.valid_scores['bleu']:.2f}"
+            )
         lines += [self.scores.format(), "Written:"]
         width = max(len(name) for name in self.paths)
         lines += [f"  {name:<{width}}  {path}" for name, path in self.paths.items() if path]

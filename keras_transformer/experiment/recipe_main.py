@@ -50,6 +50,12 @@ def build_parser(defaults, description, prog=None):
         help=f"Training split name or path prefix. Default: {defaults.train_split}",
     )
     add(
+        "--valid-split",
+        default=defaults.valid_split,
+        help="Development split (Table 3's dev, newstest2013 in the paper). "
+        f"Default: {defaults.valid_split}",
+    )
+    add(
         "--test-split",
         default=defaults.test_split,
         help="Split translated and scored at the end; a name under --data-dir or a path "

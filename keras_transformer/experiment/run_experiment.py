@@ -13,7 +13,7 @@ import keras
 from keras_transformer.checkpoints import PeriodicCheckpoint
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
-from keras_transformer.evaluation import score_files
+from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
 from keras_transformer.export import export_saved_model, save_translation_model
@@ -251,6 +251,9 @@ def run_experiment(config):
     paths["scores"] = os.path.join(output_dir, "scores.json")
     _write_lines(paths["scores"], [json.dumps(dataclasses.asdict(scores), indent=2)])
 
+    valid_scores = None
+    if config.evaluate_valid and config.valid_split:
+        valid_scores = _valid_scores(config, data_dir, model, tokenizer, translator)
     sources = read_lines(test_paths[0])
     served = None
     if config.export:
@@ -269,9 +272,25 @@ def run_experiment(config):
         scores=scores,
         examples=list(zip(sources, hypotheses, strict=True)),
         saved_model_examples=served,
+        valid_scores=valid_scores,
+        num_parameters=int(sum(math.prod(w.shape) for w in model.trainable_weights)),
+        model_config=model.config.to_dict(),
         train_steps=train_steps,
         minutes=(time.time() - start_time) / 60,
     )
+
+
+def _valid_scores(config, data_dir, model, tokenizer, translator):
+    """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU."""
+    paths = split_paths(config, config.valid_split, data_dir or "")
+    _check_files(paths, "valid")
+    corpus = ParallelCorpus.from_files(*paths)
+    batches = make_translation_dataset(
+        corpus, tokenizer, token_budget=config.token_budget, shuffle=False, repeat=False
+    ).dataset
+    hypotheses = translator.translate(list(corpus.sources))
+    bleu, _ = sacre_bleu(hypotheses, [list(corpus.targets)])
+    return {"perplexity": perplexity(model, batches), "bleu": bleu}
 
 
 def _translate_with_saved_model(path, sentences):

@@ -1,0 +1,21 @@
+"""A real small benchmark: Multi30k English-German (or English-French) on one machine.
+
+29,000 image-caption pairs (Elliott et al., 2016). A 3+3-layer model of width 256
+with dropout 0.3 and an 8,000-piece shared BPE vocabulary, 20,000 updates of about
+4,096 tokens with the paper's optimizer and schedule (doubled), the last 5
+checkpoints (every 1,000 updates) averaged, beam 4 and alpha 0.6. Reports valid
+perplexity and BLEU, then test_2016_flickr with cased detokenized sacreBLEU, chrF and
+the Multi30k literature's lowercased Moses-tokenized BLEU on the same outputs.
+
+    python recipes/multi30k.py --data-dir ../shared/data/multi30k
+    python recipes/multi30k.py --data-dir ../shared/data/multi30k --target-language fr
+"""
+
+import sys
+
+from keras_transformer.experiment.recipe_main import recipe_main
+from keras_transformer.experiment.recipes import MULTI30K
+
+if __name__ == "__main__":
+    pairs = [("en", "de"), ("en", "fr")]
+    sys.exit(recipe_main(MULTI30K, __doc__, language_pairs=pairs, require_data=True))
