@@ -1,19 +1,19 @@
-"""`keras-transformer train | translate | evaluate | average | export`.
+"""`keras-transformer train | translate | evaluate | average | export | plot`.
 
 Also `python -m keras_transformer COMMAND`.
 
 Each subcommand's `--help` explains its flags. `train` runs a recipe's settings
 (`--recipe`, default the quickstart) with the recipes' flags; `translate` reads
 sentences from a file or stdin and writes translations to a file or stdout;
-`evaluate`, `average` and `export` are the package's `python -m
-keras_transformer.{evaluation,checkpoints,export}` commands.
+`evaluate`, `average`, `export` and `plot` are the package's `python -m
+keras_transformer.{evaluation,checkpoints,export,figures}` commands.
 """
 
 import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
 
-COMMANDS = ("train", "translate", "evaluate", "average", "export")
+COMMANDS = ("train", "translate", "evaluate", "average", "export", "plot")
 PROG = "keras-transformer"
 
 
@@ -99,6 +99,7 @@ HANDLERS = {
     "evaluate": _delegate("keras_transformer.evaluation.__main__"),
     "average": _delegate("keras_transformer.checkpoints.__main__"),
     "export": _delegate("keras_transformer.export.__main__"),
+    "plot": _delegate("keras_transformer.figures.__main__"),
 }
 
 

@@ -1,0 +1,165 @@
+"""`python -m keras_transformer.figures`: the figures of a run directory, as PNGs.
+
+Example:
+
+    python -m keras_transformer.figures --run-dir runs/quickstart --output-dir docs/figures
+"""
+
+import argparse
+import os
+import sys
+
+from keras_transformer.utils.command_line import OneLineErrorParser
+
+PROG = "python -m keras_transformer.figures"
+TRAIN_LOG = "train_log.csv"
+MODEL_FILE = "model.keras"
+ATTENTION_FIGURES = (
+    ("encoder_self_attention", "attention_encoder_self.png"),
+    ("decoder_self_attention", "attention_decoder_self.png"),
+    ("decoder_cross_attention", "attention_decoder_cross.png"),
+)
+
+DESCRIPTION = f"""\
+Draw the figures of a training run (a recipe's --output-dir) as PNG files:
+
+  training_curves.png           loss and learning rate against the step ({TRAIN_LOG})
+  learning_rate.png             the paper's schedule, eq. (3), for a few (d_model, warmup)
+  attention_encoder_self.png    attention weights of one layer (--layer), a heatmap per head
+  attention_decoder_self.png    (like the paper's figures 3-5), for one sentence pair and
+  attention_decoder_cross.png   the run's {MODEL_FILE}
+
+The sentence pair is --source and --target; without --source, the first sentence of the test
+split; without --target, the model's own translation (beam search). Needs matplotlib (the
+`plots` extra).
+"""
+
+
+def build_parser():
+    """The command's argument parser.
+
+    Returns:
+        An `argparse.ArgumentParser`.
+    """
+    parser = OneLineErrorParser(
+        prog=PROG, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        metavar="RUN",
+        help=f"A run directory holding {TRAIN_LOG} and {MODEL_FILE} (a recipe's --output-dir).",
+    )
+    parser.add_argument(
+        "--output-dir", metavar="DIR", help="Where the PNG files go. Default: RUN/figures."
+    )
+    parser.add_argument("--source", help="Source sentence of the attention figures.")
+    parser.add_argument(
+        "--target", help="Target sentence of the attention figures. Default: the translation."
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="Folder of the test split, for the default --source. Default: RUN/data (where "
+        "the quickstart's generated corpus is).",
+    )
+    parser.add_argument(
+        "--test-split",
+        default="test",
+        help="Split name under --data-dir, or a path prefix, for the default --source. "
+        "Default: test.",
+    )
+    parser.add_argument("--source-language", default="en", help="Source file suffix. Default: en.")
+    parser.add_argument(
+        "--layer", type=int, default=-1, help="Layer of the attention figures. Default: -1 (last)."
+    )
+    parser.add_argument("--dpi", type=int, default=100, help="PNG resolution. Default: 100.")
+    return parser
+
+
+def _default_source(args):
+    data_dir = args.data_dir or os.path.join(args.run_dir, "data")
+    split = args.test_split
+    prefix = split if os.sep in split or "/" in split else os.path.join(data_dir, split)
+    path = f"{prefix}.{args.source_language}"
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"no --source given and the test split's source file {path} does not exist "
+            "(pass --source, or --data-dir / --test-split / --source-language)"
+        )
+    from keras_transformer.text.text_files import read_lines
+
+    lines = read_lines(path)
+    if not lines:
+        raise ValueError(f"no --source given and the test split's source file {path} is empty")
+    return lines[0]
+
+
+def draw_figures(args):
+    """Writes every figure for the parsed arguments; returns the paths written."""
+    from keras_transformer.figures._matplotlib import check_matplotlib
+    from keras_transformer.figures.plot_attention import plot_attention
+    from keras_transformer.figures.plot_learning_rate_schedule import plot_learning_rate_schedule
+    from keras_transformer.figures.plot_training_curves import plot_training_curves
+
+    check_matplotlib()  # before the slow model loading
+    output_dir = args.output_dir or os.path.join(args.run_dir, "figures")
+    source = args.source if args.source is not None else _default_source(args)
+    paths = [os.path.join(output_dir, "training_curves.png")]
+    plot_training_curves(os.path.join(args.run_dir, TRAIN_LOG), paths[-1], dpi=args.dpi)
+    paths.append(os.path.join(output_dir, "learning_rate.png"))
+    plot_learning_rate_schedule(paths[-1], dpi=args.dpi)
+
+    from keras_transformer.export.load_translation_model import load_translation_model
+
+    model, tokenizer = load_translation_model(os.path.join(args.run_dir, MODEL_FILE), compile=False)
+    target = args.target
+    if target is None:
+        from keras_transformer.decoding import Translator
+
+        target = Translator(model, tokenizer).translate([source], verbose=0)[0]
+    print(f"Attention of: {source!r} -> {target!r}", file=sys.stderr)
+    for kind, name in ATTENTION_FIGURES:
+        paths.append(os.path.join(output_dir, name))
+        plot_attention(
+            model, tokenizer, source, target, paths[-1], layer=args.layer, kind=kind, dpi=args.dpi
+        )
+    return paths
+
+
+def main(argv=None):
+    """Runs the command.
+
+    Args:
+        argv: list of str arguments; None reads `sys.argv`.
+
+    Returns:
+        int, the exit status (0 on success; bad input exits with 1, a bad
+        invocation with 2, each with a one-line message).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.dpi < 1:
+        parser.error("--dpi must be a positive int")
+    if not os.path.isdir(args.run_dir):
+        parser.exit(1, f"{PROG}: error: run directory not found: {args.run_dir}\n")
+    for name in (TRAIN_LOG, MODEL_FILE):
+        path = os.path.join(args.run_dir, name)
+        if not os.path.isfile(path):
+            parser.exit(1, f"{PROG}: error: the run directory has no {name}: {path}\n")
+    try:
+        paths = draw_figures(args)
+    except (OSError, ValueError, TypeError, ImportError) as error:
+        message = str(error)
+        if isinstance(error, OSError) and error.filename is not None and error.strerror:
+            message = f"{error.strerror}: {error.filename}"
+        message = " ".join(message.split())
+        parser.exit(1, f"{PROG}: error: {message}\n")
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Lazy matplotlib access for the figures: the Agg canvas and atomic PNG writes."""
+
+import contextlib
+import os
+import uuid
+
+INSTALL_HINT = (
+    "keras_transformer.figures needs matplotlib: install the `plots` extra "
+    "(pip install 'keras-transformer[plots]') or `pip install matplotlib`."
+)
+
+
+def new_figure(**kwargs):
+    """A matplotlib `Figure` drawn by the non-interactive Agg canvas.
+
+    The figure is built with the object-oriented API rather than `pyplot`,
+    so no global backend is switched and no figure is kept alive in
+    pyplot's registry.
+
+    Args:
+        **kwargs: `matplotlib.figure.Figure` arguments (`figsize`, ...).
+
+    Returns:
+        A `matplotlib.figure.Figure` with an Agg canvas attached.
+
+    Raises:
+        ImportError: matplotlib is not installed; the message names the
+            `plots` extra.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(INSTALL_HINT) from error
+    figure = Figure(**kwargs)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def check_matplotlib():
+    """Raises the `plots` extra's ImportError now if matplotlib is missing."""
+    new_figure()
+
+
+def save_png(figure, path, dpi):
+    """Writes `figure` to `path` as a PNG atomically (temp file + `os.replace`).
+
+    The temporary file lives next to `path` (same file system, so the
+    rename is atomic) and is removed on any error, leaving an existing
+    `path` as it was. Unlike `tempfile.mkstemp`, it is created with the
+    umask's permissions, so the PNG is as readable as any other file.
+
+    Args:
+        figure: a figure from `new_figure`.
+        path: str or path-like; parent folders are created.
+        dpi: int, dots per inch.
+
+    Returns:
+        str, the path written.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    try:
+        with os.fdopen(os.open(temporary, flags, 0o666), "wb") as file:
+            figure.savefig(file, format="png", dpi=dpi)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+    return path
