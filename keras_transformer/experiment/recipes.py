@@ -61,31 +61,36 @@ RECIPES = {
     "wmt14_en_fr_big": WMT14_EN_FR_BIG,
 }
 
-# Multi30k (Elliott et al., 2016): 29k captions. A smaller, more regularized model than
-# base suits 29k pairs; scored on test_2016_flickr with sacreBLEU, chrF and the
-# literature's lowercased tokenized BLEU, with perplexity and BLEU on valid.
+# Multi30k (Elliott et al., 2016): 29k captions. The paper's base model over-fits 29k pairs;
+# this is the "tiny" Transformer of the strongest published text-only baselines (Wu et al.,
+# 2021: 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, all embeddings shared,
+# ~8k updates of 4,096 tokens, inverse-square-root rate peaking at 5e-3 after 2,000 steps,
+# last 10 checkpoints averaged). Beam 4 and alpha 0.6 stay the paper's. Scored on
+# test_2016_flickr with sacreBLEU, chrF and the literature's lowercased tokenized BLEU, with
+# perplexity and BLEU on valid.
 MULTI30K = ExperimentConfig(
     output_dir="runs/multi30k",
     source_language="en",
     target_language="de",
     valid_split="valid",
     test_split="test_2016_flickr",
-    vocabulary_size=8000,
+    vocabulary_size=10000,
     preset="base",
     model_overrides={
-        "num_layers": 3,
-        "d_model": 256,
+        "num_layers": 4,
+        "d_model": 128,
         "num_heads": 4,
-        "intermediate_dim": 1024,
+        "intermediate_dim": 256,
         "dropout": 0.3,
     },
     token_budget=4096,
-    train_steps=20000,
-    warmup_steps=4000,
-    learning_rate_scale=2.0,
+    train_steps=8000,
+    warmup_steps=2000,
+    # Eq. 3 peaks at d_model^-0.5 * warmup^-0.5 = 1.98e-3 here; x2.53 gives the 5e-3 peak.
+    learning_rate_scale=2.53,
     checkpoint_every_minutes=None,
-    checkpoint_every_steps=1000,
-    average_last=5,
+    checkpoint_every_steps=150,
+    average_last=10,
     metrics=("bleu", "chrf", "multi30k_bleu"),
     evaluate_valid=True,
 )
