@@ -98,3 +98,34 @@ def test_config_round_trip_and_bad_arguments():
         MultiHeadAttention(num_heads=0, key_dim=8)
     with pytest.raises(ValueError, match=r"dropout=1\.5"):
         MultiHeadAttention(num_heads=2, key_dim=8, dropout=1.5)
+
+
+@pytest.mark.parametrize("length, index", [(1, 0), (1, 5), (3, 2), (3, 6)])
+def test_cache_update_writes_like_dynamic_update_slice(length, index):
+    from keras_transformer.layers.utils import update_cache
+
+    rng = np.random.default_rng(0)
+    cache = rng.normal(size=(2, 7, 3, 4)).astype("float32")
+    update = rng.normal(size=(2, length, 3, 4)).astype("float32")
+    expected = cache.copy()
+    start = min(index, 7 - length)  # DynamicUpdateSlice clamps the start so the update fits
+    expected[:, start : start + length] = update
+    # The index as a traced tensor too, as in the decoding loop.
+    for position in (index, keras.ops.convert_to_tensor(index, "int32")):
+        result = to_numpy(update_cache(keras.ops.convert_to_tensor(cache), update, position))
+        np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow graphs")
+def test_cached_decoding_step_traces_without_xla_ops():
+    import tensorflow as tf
+
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    cache = (tf.zeros((1, 5, 2, 4)), tf.zeros((1, 5, 2, 4)))
+    step = tf.function(
+        lambda x, i: layer(x, cache=cache, cache_index=i, use_causal_mask=True)[0]
+    )
+    graph = step.get_concrete_function(tf.TensorSpec((1, 1, 8)), tf.TensorSpec((), tf.int32)).graph
+    op_types = {op.type for op in graph.get_operations()}
+    assert not {t for t in op_types if t.startswith("Xla")}, op_types
+    assert "SelectV2" in op_types

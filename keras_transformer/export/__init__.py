@@ -17,7 +17,6 @@ from keras_transformer.export.translation_module import (
     TEXT_SIGNATURE,
     TranslationModule,
 )
-from keras_transformer.export.xla_free_tracing import xla_free_tracing
 
 __all__ = [
     "IDS_SIGNATURE",
@@ -29,5 +28,4 @@ __all__ = [
     "load_translation_model",
     "run_export_command",
     "save_translation_model",
-    "xla_free_tracing",
 ]

@@ -19,7 +19,6 @@ from keras_transformer.export.translation_module import (
     TEXT_SIGNATURE,
     TranslationModule,
 )
-from keras_transformer.export.xla_free_tracing import xla_free_tracing
 
 SETTINGS_FILE = "translation_settings.json"
 SIGNATURES = {
@@ -223,18 +222,17 @@ def export_saved_model(
             settings_path = os.path.join(directory, SETTINGS_FILE)
             with open(settings_path, "w", encoding="utf-8") as file:
                 json.dump(_settings(model, tokenizer, **decoding), file, indent=2)
-            with xla_free_tracing():
-                signatures = {
-                    TEXT_SIGNATURE: module.translate.get_concrete_function(),
-                    IDS_SIGNATURE: module.translate_ids.get_concrete_function(),
-                }
-                # Only the state the signatures read: saving `module` itself would
-                # trace and store its functions a second time.
-                root = tf.Module()
-                root.model_variables = module.model_variables
-                root.sentencepiece = module.sentencepiece
-                root.settings_file = tf.saved_model.Asset(settings_path)
-                tf.saved_model.save(root, temporary, signatures=signatures)
+            signatures = {
+                TEXT_SIGNATURE: module.translate.get_concrete_function(),
+                IDS_SIGNATURE: module.translate_ids.get_concrete_function(),
+            }
+            # Only the state the signatures read: saving `module` itself would
+            # trace and store its functions a second time.
+            root = tf.Module()
+            root.model_variables = module.model_variables
+            root.sentencepiece = module.sentencepiece
+            root.settings_file = tf.saved_model.Asset(settings_path)
+            tf.saved_model.save(root, temporary, signatures=signatures)
         _check_no_xla(temporary)
         _replace_directory(temporary, path)
     except BaseException:

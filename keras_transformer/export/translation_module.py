@@ -33,9 +33,6 @@ class TranslationModule(tf.Module):
     EOS (appended here). A row of padding only is blank. Ids outside the
     vocabulary raise `InvalidArgumentError`.
 
-    Trace and save it inside `xla_free_tracing()`, as `export_saved_model`
-    does: otherwise the key/value cache writes trace to an XLA-only op.
-
     Args:
         model: a built `Seq2SeqTransformer` on the TensorFlow backend.
         tokenizer: its `SubwordTokenizer`.

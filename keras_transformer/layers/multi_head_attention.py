@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
-from keras_transformer.layers.utils import clone_initializer
+from keras_transformer.layers.utils import clone_initializer, update_cache
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -184,11 +184,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 # Write this step's keys/values into the preallocated buffers:
                 # fixed shapes keep one compiled program for the whole loop.
                 key_cache, value_cache = cache
-                start = [0, cache_index, 0, 0]
-                key_heads = ops.slice_update(key_cache, start, ops.cast(key_heads, key_cache.dtype))
-                value_heads = ops.slice_update(
-                    value_cache, start, ops.cast(value_heads, value_cache.dtype)
-                )
+                key_heads = update_cache(key_cache, key_heads, cache_index)
+                value_heads = update_cache(value_cache, value_heads, cache_index)
                 cache = (key_heads, value_heads)
 
         mask = None
