@@ -122,9 +122,7 @@ def test_cached_decoding_step_traces_without_xla_ops():
 
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     cache = (tf.zeros((1, 5, 2, 4)), tf.zeros((1, 5, 2, 4)))
-    step = tf.function(
-        lambda x, i: layer(x, cache=cache, cache_index=i, use_causal_mask=True)[0]
-    )
+    step = tf.function(lambda x, i: layer(x, cache=cache, cache_index=i, use_causal_mask=True)[0])
     graph = step.get_concrete_function(tf.TensorSpec((1, 1, 8)), tf.TensorSpec((), tf.int32)).graph
     op_types = {op.type for op in graph.get_operations()}
     assert not {t for t in op_types if t.startswith("Xla")}, op_types
