@@ -12,10 +12,10 @@ from keras_transformer.checkpoints.averaging import average_checkpoints
 from keras_transformer.checkpoints.checkpoint_files import checkpoint_step, latest_checkpoints
 from keras_transformer.checkpoints.training_state import (
     UnreadableCheckpointError,
-    batches_trained,
     restore_training_state,
     save_training_state,
 )
+from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
 
 logger = logging.getLogger("keras_transformer.checkpoints")
 
@@ -131,17 +131,14 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         os.makedirs(self.directory, exist_ok=True)
         self._last_save_time = time.monotonic()
-        optimizer = self.model.optimizer
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = optimizer.inner_optimizer
-        self._accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
+        self._accumulation = accumulation_steps(self.model.optimizer)
         # Batches are counted here from the restored data position: the optimizer's
         # counter does not count the steps a LossScaleOptimizer skipped.
         if self._restored_batches is not None:
             self._batches = self._restored_batches
             self._restored_batches = None
         else:
-            self._batches = batches_trained(optimizer)
+            self._batches = batches_trained(self.model.optimizer)
         self._failed = False
 
     def _step(self):

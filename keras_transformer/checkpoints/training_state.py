@@ -12,12 +12,12 @@ count). The file is written under a temporary name and renamed when complete.
 import os
 
 import h5py
-import keras
 import numpy as np
 from keras import ops
 
 from keras_transformer.checkpoints.averaging import STATE_GROUP
 from keras_transformer.checkpoints.checkpoint_files import save_weights_atomic
+from keras_transformer.training.optimizer_state import batches_trained
 
 _FORMAT_VERSION = 1
 
@@ -34,19 +34,6 @@ def _seed_states(model):
         for variable in model.variables
         if id(variable) not in weights and "seed_generator_state" in variable.path
     ]
-
-
-def batches_trained(optimizer):
-    """Batches an optimizer has been applied on: the data position of its model.
-
-    `optimizer.iterations` counts updates, which differ from batches under
-    gradient accumulation; Keras keeps the batch counter in `_iterations`.
-    A `LossScaleOptimizer` does not count the steps it skipped.
-    """
-    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        optimizer = optimizer.inner_optimizer
-    counter = getattr(optimizer, "_iterations", optimizer.iterations)
-    return int(ops.convert_to_numpy(counter))
 
 
 def save_training_state(model, path, batches=None):

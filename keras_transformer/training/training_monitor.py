@@ -8,11 +8,11 @@ import time
 import keras
 from keras import ops
 
-
-def _unwrapped(optimizer):
-    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        return optimizer.inner_optimizer
-    return optimizer
+from keras_transformer.training.optimizer_state import (
+    accumulation_steps,
+    batches_trained,
+    inner_optimizer,
+)
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -76,11 +76,10 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._writer = None
 
     def on_train_begin(self, logs=None):
-        optimizer = _unwrapped(self.model.optimizer)
-        self._accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
+        self._accumulation = accumulation_steps(self.model.optimizer)
         self._batches = self.start_step
         if self._batches is None:
-            self._batches = int(ops.convert_to_numpy(optimizer._iterations))
+            self._batches = batches_trained(self.model.optimizer)
         self._start_time = time.monotonic()
         self._last = (0.0, 0.0, self._batches, self._start_time)  # total, count, batch, time
         if self.log_dir is not None:
@@ -137,7 +136,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._write(row)
 
     def _last_learning_rate(self):
-        optimizer = _unwrapped(self.model.optimizer)
+        optimizer = inner_optimizer(self.model.optimizer)
         rate = optimizer._learning_rate
         if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
             # The rate of the update just applied, not of the next one.
