@@ -126,4 +126,4 @@ def test_cached_decoding_step_traces_without_xla_ops():
     graph = step.get_concrete_function(tf.TensorSpec((1, 1, 8)), tf.TensorSpec((), tf.int32)).graph
     op_types = {op.type for op in graph.get_operations()}
     assert not {t for t in op_types if t.startswith("Xla")}, op_types
-    assert "SelectV2" in op_types
+    assert "TensorScatterUpdate" in op_types
