@@ -47,6 +47,7 @@ def wmt_run(wmt_files, tmp_path_factory):
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "512",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL,
+        "--valid-split", "valid", "--select-on-valid",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return output, result.stdout
@@ -55,6 +56,11 @@ def wmt_run(wmt_files, tmp_path_factory):
 def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run, wmt_files):
     output, stdout = wmt_run
     assert "Averaged 2 checkpoints" in stdout
+    # Selection on valid compared the average and each checkpoint.
+    selection = [line for line in stdout.splitlines() if line.startswith("valid: selected")]
+    assert len(selection) == 1, stdout
+    for name in ("average of last 2", "ckpt-00000010", "ckpt-00000020"):
+        assert name in selection[0]
     checkpoints = sorted(os.listdir(output / "checkpoints"))
     assert checkpoints == ["ckpt-00000010.weights.h5", "ckpt-00000020.weights.h5"]
     hypotheses = (output / "newstest2014.de.hyp").read_text(encoding="utf-8").split("\n")

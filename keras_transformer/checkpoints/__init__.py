@@ -10,6 +10,11 @@ from keras_transformer.checkpoints.checkpoint_files import (
     latest_checkpoints,
     save_weights_atomic,
 )
+from keras_transformer.checkpoints.checkpoint_selection import (
+    CheckpointSelection,
+    checkpoint_candidates,
+    select_checkpoint,
+)
 from keras_transformer.checkpoints.periodic_checkpoint import PeriodicCheckpoint
 from keras_transformer.checkpoints.training_state import (
     UnreadableCheckpointError,
@@ -20,9 +25,11 @@ from keras_transformer.checkpoints.training_state import (
 
 __all__ = [
     "CHECKPOINT_SUFFIXES",
+    "CheckpointSelection",
     "PeriodicCheckpoint",
     "UnreadableCheckpointError",
     "average_checkpoints",
+    "checkpoint_candidates",
     "checkpoint_step",
     "checkpoint_variables",
     "latest_checkpoints",
@@ -30,4 +37,5 @@ __all__ = [
     "restore_training_state",
     "save_training_state",
     "save_weights_atomic",
+    "select_checkpoint",
 ]

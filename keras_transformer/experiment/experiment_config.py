@@ -64,6 +64,9 @@ class ExperimentConfig(DataclassConfig):
     metrics: tuple = ("bleu", "chrf", "tokenized_bleu")
     # Score the valid split too: per-token perplexity (no smoothing) and BLEU (Table 3's dev).
     evaluate_valid: bool = False
+    # After training, keep whichever of the kept checkpoints and their average has the
+    # lowest valid perplexity; the paper averages without selecting (6.1).
+    select_on_valid: bool = False
     # Write a TF Serving SavedModel of the averaged model at the end.
     export: bool = True
     # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),

@@ -20,6 +20,8 @@ class ExperimentResult:
     saved_model_examples: list | None
     # {"perplexity": float, "bleu": float} of the valid split, or None when not evaluated.
     valid_scores: dict | None
+    # The `CheckpointSelection` made on the valid split (None: `select_on_valid` off).
+    selection: object | None
     # Trainable parameters of the model (Table 3's "params").
     num_parameters: int
     # The model's architecture.
@@ -37,6 +39,8 @@ class ExperimentResult:
             lines += [f"  in:         {source}", f"  out:        {translation}"]
             if index < len(served):
                 lines.append(f"  SavedModel: {served[index]}")
+        if self.selection is not None:
+            lines.append(f"valid: {self.selection.format()}")
         if self.valid_scores:
             lines.append(
                 f"valid: perplexity {self.valid_scores['perplexity']:.2f}, "

@@ -1,5 +1,6 @@
 """The command line shared by the recipes and `keras-transformer train`."""
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -160,6 +161,14 @@ def build_parser(defaults, description, prog=None):
         choices=("mixed_bfloat16", "mixed_float16"),
         default=defaults.precision,
         help="Mixed precision policy (logits, loss and softmax stay float32). Default: float32",
+    )
+    add(
+        "--select-on-valid",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.select_on_valid,
+        help="After training, keep whichever kept checkpoint, or their average, has the "
+        "lowest perplexity on --valid-split (the paper averages without selecting, 6.1). "
+        "Default: %(default)s",
     )
     add(
         "--no-export",

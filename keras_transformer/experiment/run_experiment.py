@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import glob
 import json
 import logging
 import math
@@ -10,7 +11,12 @@ import time
 
 import keras
 
-from keras_transformer.checkpoints import PeriodicCheckpoint
+from keras_transformer.checkpoints import (
+    PeriodicCheckpoint,
+    checkpoint_candidates,
+    latest_checkpoints,
+    select_checkpoint,
+)
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
@@ -226,6 +232,12 @@ def run_experiment(config):
         callbacks=[checkpoint, monitor],
         verbose=config.verbose,
     )
+    selection = None
+    if config.select_on_valid:
+        selection = _select_on_valid(config, data_dir, model, tokenizer, checkpoint, average_last)
+        logger.info("Checkpoint selection: %s", selection.format())
+        if config.verbose:
+            print(f"Checkpoint selection on {config.valid_split}: {selection.format()}")
     paths = {
         "data": data_dir,
         "vocabulary": os.path.join(output_dir, "vocabulary.model"),
@@ -273,6 +285,7 @@ def run_experiment(config):
         examples=list(zip(sources, hypotheses, strict=True)),
         saved_model_examples=served,
         valid_scores=valid_scores,
+        selection=selection,
         num_parameters=int(sum(math.prod(w.shape) for w in model.trainable_weights)),
         model_config=model.config.to_dict(),
         train_steps=train_steps,
@@ -280,14 +293,32 @@ def run_experiment(config):
     )
 
 
-def _valid_scores(config, data_dir, model, tokenizer, translator):
-    """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU."""
+def _valid_batches(config, data_dir, tokenizer):
+    """The valid split, read once, and its batches (one pass, unshuffled)."""
+    if not config.valid_split:
+        raise ValueError("select_on_valid=True needs a valid_split (--valid-split).")
     paths = split_paths(config, config.valid_split, data_dir or "")
     _check_files(paths, "valid")
     corpus = ParallelCorpus.from_files(*paths)
     batches = make_translation_dataset(
         corpus, tokenizer, token_budget=config.token_budget, shuffle=False, repeat=False
     ).dataset
+    return corpus, batches.cache()
+
+
+def _select_on_valid(config, data_dir, model, tokenizer, checkpoint, average_last):
+    """Keeps the kept checkpoint, or their average, with the lowest valid perplexity."""
+    _, batches = _valid_batches(config, data_dir, tokenizer)
+    kept = glob.glob(os.path.join(checkpoint.directory, "ckpt-*.weights.h5"))
+    candidates = checkpoint_candidates(
+        latest_checkpoints(checkpoint.directory, len(kept)), average_last
+    )
+    return select_checkpoint(model, candidates, lambda m: perplexity(m, batches))
+
+
+def _valid_scores(config, data_dir, model, tokenizer, translator):
+    """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU."""
+    corpus, batches = _valid_batches(config, data_dir, tokenizer)
     hypotheses = translator.translate(list(corpus.sources))
     bleu, _ = sacre_bleu(hypotheses, [list(corpus.targets)])
     return {"perplexity": perplexity(model, batches), "bleu": bleu}
