@@ -309,9 +309,10 @@ def _valid_batches(config, data_dir, tokenizer):
 def _select_on_valid(config, data_dir, model, tokenizer, checkpoint, average_last):
     """Keeps the kept checkpoint, or their average, with the lowest valid perplexity."""
     _, batches = _valid_batches(config, data_dir, tokenizer)
-    kept = glob.glob(os.path.join(checkpoint.directory, "ckpt-*.weights.h5"))
+    pattern = "ckpt-*.weights.h5"  # PeriodicCheckpoint's files
+    kept = glob.glob(os.path.join(checkpoint.directory, pattern))
     candidates = checkpoint_candidates(
-        latest_checkpoints(checkpoint.directory, len(kept)), average_last
+        latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern), average_last
     )
     return select_checkpoint(model, candidates, lambda m: perplexity(m, batches))
 
