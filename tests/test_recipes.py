@@ -103,6 +103,17 @@ def test_wrong_language_pair_is_one_line(tmp_path, wmt_files):
 
 
 @tensorflow_only
+def test_selection_without_valid_files_fails_before_training(tmp_path, wmt_files):
+    output = tmp_path / "run"
+    result = run_recipe(
+        "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+        "--select-on-valid", "--valid-split", "missing", *SMALL,
+    )  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, "valid split", os.path.join(str(wmt_files), "missing.en"))
+    assert not (output / "checkpoints").exists()  # nothing trained
+
+
 def test_unwritable_output_dir_is_one_line(tmp_path, wmt_files):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")

@@ -169,6 +169,10 @@ def run_experiment(config):
     corpus = _training_corpus(config, data_dir)
     test_paths = split_paths(config, config.test_split, data_dir or "")
     _check_files(test_paths, "test")
+    if config.select_on_valid:  # fail before training, not after it
+        if not config.valid_split:
+            raise ValueError("select_on_valid=True needs a valid_split (--valid-split).")
+        _check_files(split_paths(config, config.valid_split, data_dir or ""), "valid")
     tokenizer = _tokenizer(config, corpus, output_dir)
 
     preset = get_preset(config.preset)
