@@ -106,3 +106,53 @@ def test_loss_round_trips_config_and_rejects_bad_arguments():
         LabelSmoothedCrossEntropy(label_smoothing=1.5)
     with pytest.raises(ValueError, match="reduction"):
         LabelSmoothedCrossEntropy(reduction="mean")
+
+
+def loss_and_gradient(loss_fn, labels, logits, jit):
+    """The loss and its gradient in the logits, through the backend's autodiff."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        value_and_grad = jax.value_and_grad(lambda z: loss_fn(labels, z))
+        loss, grad = (jax.jit(value_and_grad) if jit else value_and_grad)(logits)
+        return float(loss), np.asarray(grad)
+    import tensorflow as tf
+
+    def value_and_grad(z):
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            loss = loss_fn(labels, z)
+        return loss, tape.gradient(loss, z)
+
+    loss, grad = (tf.function(value_and_grad) if jit else value_and_grad)(tf.constant(logits))
+    return float(loss), grad.numpy()
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_gradient_is_softmax_minus_smoothed_targets(eps, jit):
+    labels, logits = make_batch(np.random.default_rng(3))
+    expected_loss, _, targets = numpy_reference(labels, logits, eps)
+    logits64 = logits.astype(np.float64)
+    probabilities = np.exp(logits64 - logits64.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    mask = (labels != 0)[..., None]
+    expected = (probabilities - targets) * mask / mask.sum()  # mean over real tokens
+    loss, grad = loss_and_gradient(LabelSmoothedCrossEntropy(eps), labels, logits, jit)
+    assert loss == pytest.approx(expected_loss, rel=1e-5)
+    np.testing.assert_allclose(grad, expected, atol=1e-7)
+    assert np.all(grad[labels == 0] == 0.0)  # padding gets no gradient
+
+
+def test_gradient_with_sample_weights_and_sum_reduction():
+    labels, logits = make_batch(np.random.default_rng(4))
+    weights = np.array([2.0, 0.5, 1.0], dtype="float32")
+    _, _, targets = numpy_reference(labels, logits, 0.1)
+    logits64 = logits.astype(np.float64)
+    probabilities = np.exp(logits64) / np.exp(logits64).sum(-1, keepdims=True)
+    mask = (labels != 0)[..., None] * weights[:, None, None]
+    loss_fn = LabelSmoothedCrossEntropy(0.1, reduction="sum")
+    _, grad = loss_and_gradient(
+        lambda y, z: loss_fn(y, z, sample_weight=weights), labels, logits, jit=False
+    )
+    np.testing.assert_allclose(grad, (probabilities - targets) * mask, atol=1e-6)

@@ -28,6 +28,46 @@ def smoothed_target_entropy(label_smoothing, vocabulary_size):
     return entropy
 
 
+def _smoothed_cross_entropy_from_logits(logits, labels, label_smoothing):
+    """Per-token `lse(z) - (1 - eps) z_y - eps mean(z)`, with a one-pass gradient.
+
+    The gradient of this loss in the logits is `softmax(z) - q`, `q` the smoothed
+    target distribution. Left to autodiff, the three terms give three (batch,
+    length, vocab) gradients added together, and the one of `z_y` is a scatter
+    into a dense zero tensor (TensorFlow's `UnsortedSegmentSum` alone took 8% of
+    a training step on CPU); here it is one fused expression.
+
+    Args:
+        logits: float32 (batch, length, vocab).
+        labels: int32 (batch, length).
+        label_smoothing: float. `eps`.
+
+    Returns:
+        float32 (batch, length) losses.
+    """
+    eps = float(label_smoothing)
+    vocabulary_size = logits.shape[-1] or ops.shape(logits)[-1]
+
+    @ops.custom_gradient
+    def smoothed_cross_entropy(z):
+        log_normalizer = ops.logsumexp(z, axis=-1)  # (batch, length)
+        target = ops.take_along_axis(z, labels[..., None], axis=-1)[..., 0]  # (batch, length)
+        losses = log_normalizer - (1.0 - eps) * target
+        if eps > 0:
+            losses = losses - eps * ops.mean(z, axis=-1)
+
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            probabilities = ops.exp(z - log_normalizer[..., None])  # softmax(z)
+            targets = (1.0 - eps) * ops.one_hot(labels, vocabulary_size, dtype=z.dtype)
+            return upstream[..., None] * (probabilities - targets - eps / vocabulary_size)
+
+        return losses, grad
+
+    return smoothed_cross_entropy(logits)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Cross-entropy against `(1 - eps) * one_hot(y) + eps / K` (Szegedy et al., 2016).
@@ -36,8 +76,10 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     eps_ls = 0.1". The smoothing mass is spread uniformly over all `K`
     classes, as in Szegedy et al. (2016), which the paper cites for it. Per token,
     `loss = (1 - eps) * (lse(z) - z_y) + eps * (lse(z) - mean(z))`, computed
-    from the logits `z` directly, so no one-hot targets are built. The loss
-    is computed in float32 whatever the dtype of the logits.
+    from the logits `z` directly, so no smoothed targets are built in the
+    forward pass; the gradient is `softmax(z) - q` (`q` the smoothed targets),
+    computed in one expression. The loss is computed in float32 whatever the
+    dtype of the logits.
 
     Padding targets (`pad_id`) are excluded from the numerator and from the
     denominator: the default reduction is the mean over real target tokens
@@ -117,18 +159,21 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         labels = ops.cast(y_true, "int32")  # (batch, length)
         scores = ops.cast(y_pred, "float32")  # (batch, length, vocab)
-        if not self.from_logits:
-            scores = ops.log(ops.clip(scores, 1e-12, 1.0))
+        if self.from_logits:
+            losses = _smoothed_cross_entropy_from_logits(scores, labels, self.label_smoothing)
+        else:
+            losses = self._from_probabilities(scores, labels)
+        if self.subtract_minimum:
+            losses = losses - smoothed_target_entropy(self.label_smoothing, scores.shape[-1])
+        return ops.where(ops.not_equal(labels, self.pad_id), losses, 0.0)
+
+    def _from_probabilities(self, probabilities, labels):
+        scores = ops.log(ops.clip(probabilities, 1e-12, 1.0))  # (batch, length, vocab)
         log_normalizer = ops.logsumexp(scores, axis=-1)  # (batch, length)
         target_scores = ops.take_along_axis(scores, labels[..., None], axis=-1)[..., 0]
-        nll = log_normalizer - target_scores
         eps = self.label_smoothing
-        losses = (1.0 - eps) * nll
-        if eps > 0:
-            losses = losses + eps * (log_normalizer - ops.mean(scores, axis=-1))
-        if self.subtract_minimum:
-            losses = losses - smoothed_target_entropy(eps, scores.shape[-1])
-        return ops.where(ops.not_equal(labels, self.pad_id), losses, 0.0)
+        smoothing = log_normalizer - ops.mean(scores, axis=-1)
+        return (1.0 - eps) * (log_normalizer - target_scores) + eps * smoothing
 
     def get_config(self):
         return {
