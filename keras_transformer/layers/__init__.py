@@ -1,5 +1,6 @@
 """Keras layers of the Transformer (paper section 3)."""
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
@@ -9,6 +10,7 @@ from keras_transformer.layers.transformer_decoder_block import TransformerDecode
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
+    "Dropout",
     "FeedForward",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.utils import clone_initializer
 
 
@@ -65,7 +66,7 @@ class FeedForward(keras.layers.Layer):
 
         self.inner_dense = dense(self.intermediate_dim, self.activation, "inner")
         self.output_dense = dense(inputs_shape[-1], None, "output")
-        self.dropout_layer = keras.layers.Dropout(self.activation_dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.activation_dropout, dtype=self.dtype_policy)
         self.inner_dense.build(inputs_shape)
         self.output_dense.build((*inputs_shape[:-1], self.intermediate_dim))
         self.built = True

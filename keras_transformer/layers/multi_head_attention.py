@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
 from keras_transformer.layers.utils import clone_initializer, update_cache
 
@@ -143,7 +144,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dense.build(key_value_shape)
         self.value_dense.build(key_value_shape)
         self.output_dense.build((query_shape[0], query_shape[1], self.num_heads, self.value_dim))
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
     def compute_key_value(self, key_value):

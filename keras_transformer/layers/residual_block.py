@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.utils import clone_initializer
@@ -81,7 +82,7 @@ class ResidualBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm"
         )
         norm.build(sequence_shape)
-        dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        dropout = Dropout(self.dropout, dtype=self.dtype_policy)
         return norm, dropout
 
     def _sublayer_input(self, inputs, norm):

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_transformer.layers.masks import padding_mask
 from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
@@ -97,8 +98,8 @@ class Seq2SeqTransformer(keras.Model):
         # The sinusoid has no weights; learned positions are separate per stack.
         self.source_position_embedding = position_embedding("source_position_embedding")
         self.target_position_embedding = position_embedding("target_position_embedding")
-        self.source_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
-        self.target_dropout = keras.layers.Dropout(c.dropout, dtype=policy)
+        self.source_dropout = Dropout(c.dropout, dtype=policy)
+        self.target_dropout = Dropout(c.dropout, dtype=policy)
 
         block_args = {
             "num_heads": c.num_heads,

@@ -1,0 +1,107 @@
+import keras
+import numpy as np
+import pytest
+from conftest import to_numpy
+
+from keras_transformer.layers import Dropout
+from keras_transformer.layers.dropout import hash_bits
+
+
+def numpy_mix(h):
+    h = h.astype(np.uint64)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h
+
+
+def numpy_hash_bits(size, seed):
+    """The documented hash, in 64-bit numpy arithmetic reduced mod 2**32."""
+    k0 = numpy_mix(np.array(seed[0] ^ 0x9E3779B9, np.uint64))
+    k1 = numpy_mix((np.uint64(seed[1]) + k0) & 0xFFFFFFFF)
+    index = np.arange(size, dtype=np.uint64)
+    return numpy_mix((numpy_mix(index ^ k0) + k1) & 0xFFFFFFFF)
+
+
+@pytest.mark.parametrize("seed", [(0, 0), (7, 1), (2**32 - 1, 123456789)])
+def test_hash_bits_match_an_independent_numpy_computation(seed):
+    bits = to_numpy(hash_bits((3, 5, 7), np.array(seed, dtype="uint32")))
+    assert bits.dtype == np.uint32
+    np.testing.assert_array_equal(bits.reshape(-1), numpy_hash_bits(105, seed))
+
+
+def test_hash_bits_under_a_traced_function_with_unknown_shape():
+    seed = np.array([3, 4], dtype="uint32")
+    expected = numpy_hash_bits(6 * 11, (3, 4)).reshape(6, 11)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        traced = tf.function(
+            lambda x: hash_bits(tf.shape(x), seed),
+            input_signature=[tf.TensorSpec((None, None), tf.float32)],
+        )
+    else:
+        import jax
+
+        traced = jax.jit(lambda x: hash_bits(x.shape, seed))
+    np.testing.assert_array_equal(to_numpy(traced(np.zeros((6, 11), "float32"))), expected)
+
+
+@pytest.mark.parametrize("mask_generator", ["hash", "keras"])
+def test_drops_the_rate_and_scales_the_rest(mask_generator):
+    rate, shape = 0.1, (40, 50, 100)
+    layer = Dropout(rate, seed=1, mask_generator=mask_generator)
+    outputs = to_numpy(layer(np.full(shape, 2.0, "float32"), training=True))
+    kept = outputs != 0
+    n = kept.size
+    # Binomial(n, 0.9): 5 standard deviations.
+    assert abs(kept.mean() - (1 - rate)) < 5 * np.sqrt(rate * (1 - rate) / n)
+    np.testing.assert_allclose(outputs[kept], 2.0 / (1 - rate), rtol=1e-6)
+
+
+def test_hash_masks_have_no_visible_correlation():
+    layer = Dropout(0.5, seed=3, mask_generator="hash")
+    x = np.ones((200, 1000), "float32")
+    first = to_numpy(layer(x, training=True)) != 0
+    second = to_numpy(layer(x, training=True)) != 0  # the seed generator has advanced
+    bound = 5 / np.sqrt(first.size)
+
+    def correlation(a, b):
+        return np.corrcoef(a.reshape(-1), b.reshape(-1))[0, 1]
+
+    assert abs(correlation(first, second)) < bound  # consecutive calls
+    assert abs(correlation(first[:, 1:], first[:, :-1])) < bound  # neighbours in a row
+    assert abs(correlation(first[1:], first[:-1])) < bound  # neighbours in a column
+    # A different layer seed gives an unrelated mask.
+    other = to_numpy(Dropout(0.5, seed=4, mask_generator="hash")(x, training=True)) != 0
+    assert abs(correlation(first, other)) < bound
+
+
+def test_same_seed_same_mask_and_inference_is_identity():
+    x = np.random.default_rng(0).normal(size=(4, 9, 16)).astype("float32")
+    first = to_numpy(Dropout(0.3, seed=5, mask_generator="hash")(x, training=True))
+    again = to_numpy(Dropout(0.3, seed=5, mask_generator="hash")(x, training=True))
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(to_numpy(Dropout(0.3, seed=5)(x, training=False)), x)
+    np.testing.assert_array_equal(to_numpy(Dropout(0.0)(x, training=True)), x)
+
+
+def test_mask_of_a_bfloat16_input_keeps_the_dtype():
+    x = keras.ops.ones((8, 16), dtype="bfloat16")
+    layer = Dropout(0.25, seed=0, mask_generator="hash", dtype="mixed_bfloat16")
+    outputs = layer(x, training=True)
+    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    values = np.unique(to_numpy(keras.ops.cast(outputs, "float32")))
+    np.testing.assert_allclose(values, [0.0, 1 / 0.75], rtol=1e-2)
+
+
+def test_config_round_trip_and_bad_arguments():
+    layer = Dropout(0.2, seed=3, mask_generator="hash", name="drop")
+    clone = Dropout.from_config(layer.get_config())
+    assert (clone.rate, clone.seed, clone.mask_generator, clone.name) == (0.2, 3, "hash", "drop")
+    with pytest.raises(ValueError, match=r"rate.*Received: rate=1\.0"):
+        Dropout(1.0)
+    with pytest.raises(ValueError, match=r"mask_generator.*Received: mask_generator='philox'"):
+        Dropout(0.1, mask_generator="philox")
