@@ -69,7 +69,8 @@ class Dropout(keras.layers.Layer):
         seed: int or None. Seed of the layer's `SeedGenerator`.
         mask_generator: `"auto"` (default: `"hash"` on JAX, `"keras"` on
             TensorFlow, whose stateless Philox kernel is as fast as the hash
-            in a graph without XLA and exists on every device), `"hash"`, or
+            in a graph without XLA and has GPU kernels, where TensorFlow's
+            uint32 arithmetic may not), `"hash"`, or
             `"keras"` (`keras.random.dropout`).
         **kwargs: other `keras.layers.Layer` arguments (`name`, `dtype`).
 
