@@ -55,12 +55,13 @@ class Dropout(keras.layers.Layer):
     to the sums of the embeddings and the positional encodings". The function
     is Keras' `Dropout`: each element is zeroed with probability `rate` and the
     others are scaled by `1 / (1 - rate)`. Only the source of the random mask
-    differs. JAX's default generator (threefry) costs about 40 ms of a 440 ms
+    differs. JAX's default generator (threefry) costs about 40 ms of a 500 ms
     training step of a 2+2-layer d_model 512 model on 2 CPU cores
     (`benchmarks/training_throughput.py`), because XLA cannot fuse its twenty
     rounds into the surrounding code; `mask_generator="hash"` keeps element
     `i` when a keyed integer hash of `i` (MurmurHash3's finalizer, twice) is
-    at least `rate * 2**32`, which XLA fuses and which costs under 1 ms there.
+    at least `rate * 2**32`, which XLA fuses: the step's masks then cost
+    about 1 ms (docs/benchmarks.md).
     Seeds come from a `keras.random.SeedGenerator`, as in Keras' layer, so
     they are saved, restored and advanced the same way.
 
