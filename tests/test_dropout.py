@@ -105,3 +105,24 @@ def test_config_round_trip_and_bad_arguments():
         Dropout(1.0)
     with pytest.raises(ValueError, match=r"mask_generator.*Received: mask_generator='philox'"):
         Dropout(0.1, mask_generator="philox")
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's XLA switch")
+def test_auto_uses_the_hash_exactly_when_tensorflow_compiles_with_xla():
+    import tensorflow as tf
+
+    x = np.ones((64, 128), "float32")
+
+    def masks(jit_compile):
+        layer = Dropout(0.5, seed=9)  # mask_generator="auto"
+        seed = layer.seed_generator.state.numpy().astype("uint32")  # the seed of the first call
+        kept = tf.function(lambda v: layer(v, training=True), jit_compile=jit_compile)(x)
+        hashed = numpy_hash_bits(x.size, seed).reshape(x.shape) >= 2**31
+        return kept.numpy() != 0, hashed
+
+    kept, hashed = masks(jit_compile=True)
+    np.testing.assert_array_equal(kept, hashed)
+    kept, hashed = masks(jit_compile=False)  # Keras' Philox masks: unrelated to the hash
+    assert abs(np.corrcoef(kept.reshape(-1), hashed.reshape(-1))[0, 1]) < 5 / np.sqrt(x.size)
+    eager = to_numpy(Dropout(0.5, seed=9)(x, training=True)) != 0
+    np.testing.assert_array_equal(eager, kept)  # eager TensorFlow: Keras' masks too

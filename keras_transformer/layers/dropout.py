@@ -1,4 +1,4 @@
-"""Inverted dropout with masks from a counter-based integer hash on JAX (paper 5.4)."""
+"""Inverted dropout with masks from a counter-based integer hash under XLA (paper 5.4)."""
 
 import keras
 from keras import ops
@@ -46,9 +46,22 @@ def hash_bits(shape, seed):
     return _mix(ops.add(_mix(ops.bitwise_xor(index, k0)), k1))
 
 
+def _tensorflow_compiles_with_xla():
+    """Whether TensorFlow is tracing a function that XLA compiles (`jit_compile=True`)."""
+    import tensorflow as tf
+
+    if tf.executing_eagerly():
+        return False
+    try:  # a private TensorFlow module; without it, Keras' masks are used
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Dropout(keras.layers.Layer):
-    """Inverted dropout (Srivastava et al., 2014) with a cheap mask on JAX.
+    """Inverted dropout (Srivastava et al., 2014) with a cheap mask under XLA.
 
     Paper 5.4: "We apply dropout to the output of each sub-layer, before it is
     added to the sub-layer input and normalized. In addition, we apply dropout
@@ -61,18 +74,20 @@ class Dropout(keras.layers.Layer):
     rounds into the surrounding code; `mask_generator="hash"` keeps element
     `i` when a keyed integer hash of `i` (MurmurHash3's finalizer, twice) is
     at least `rate * 2**32`, which XLA fuses: the step's masks then cost
-    about 1 ms (docs/benchmarks.md).
+    about 1 ms (docs/benchmarks.md). TensorFlow's Philox masks cost about as
+    much inside XLA-compiled functions (`jit_compile=True`), so the default
+    uses the hash there too.
     Seeds come from a `keras.random.SeedGenerator`, as in Keras' layer, so
     they are saved, restored and advanced the same way.
 
     Args:
         rate: float in [0, 1). Fraction of the inputs to drop.
         seed: int or None. Seed of the layer's `SeedGenerator`.
-        mask_generator: `"auto"` (default: `"hash"` on JAX, `"keras"` on
-            TensorFlow, whose stateless Philox kernel is as fast as the hash
-            in a graph without XLA and has GPU kernels, where TensorFlow's
-            uint32 arithmetic may not), `"hash"`, or
-            `"keras"` (`keras.random.dropout`).
+        mask_generator: `"auto"` (default: `"hash"` on JAX and in TensorFlow
+            functions compiled by XLA, `"keras"` in other TensorFlow code,
+            where the stateless Philox kernel is as fast as the hash and has
+            GPU kernels, which TensorFlow's uint32 arithmetic may lack),
+            `"hash"`, or `"keras"` (`keras.random.dropout`).
         **kwargs: other `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -106,9 +121,11 @@ class Dropout(keras.layers.Layer):
         self.built = True
 
     def _uses_hash(self):
-        if self.mask_generator == "auto":
-            return keras.backend.backend() == "jax"
-        return self.mask_generator == "hash"
+        if self.mask_generator != "auto":
+            return self.mask_generator == "hash"
+        if keras.backend.backend() == "tensorflow":
+            return _tensorflow_compiles_with_xla()
+        return True
 
     def call(self, inputs, training=False):
         if not training or self.rate == 0:
