@@ -114,6 +114,7 @@ def test_selection_without_valid_files_fails_before_training(tmp_path, wmt_files
     assert not (output / "checkpoints").exists()  # nothing trained
 
 
+@tensorflow_only
 def test_unwritable_output_dir_is_one_line(tmp_path, wmt_files):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")

@@ -159,21 +159,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     def call(self, y_true, y_pred):
         labels = ops.cast(y_true, "int32")  # (batch, length)
         scores = ops.cast(y_pred, "float32")  # (batch, length, vocab)
-        if self.from_logits:
-            losses = _smoothed_cross_entropy_from_logits(scores, labels, self.label_smoothing)
-        else:
-            losses = self._from_probabilities(scores, labels)
+        if not self.from_logits:
+            # log(p) are logits whose log-normalizer is log(sum p), 0 for normalized p.
+            scores = ops.log(ops.clip(scores, 1e-12, 1.0))
+        losses = _smoothed_cross_entropy_from_logits(scores, labels, self.label_smoothing)
         if self.subtract_minimum:
             losses = losses - smoothed_target_entropy(self.label_smoothing, scores.shape[-1])
         return ops.where(ops.not_equal(labels, self.pad_id), losses, 0.0)
-
-    def _from_probabilities(self, probabilities, labels):
-        scores = ops.log(ops.clip(probabilities, 1e-12, 1.0))  # (batch, length, vocab)
-        log_normalizer = ops.logsumexp(scores, axis=-1)  # (batch, length)
-        target_scores = ops.take_along_axis(scores, labels[..., None], axis=-1)[..., 0]
-        eps = self.label_smoothing
-        smoothing = log_normalizer - ops.mean(scores, axis=-1)
-        return (1.0 - eps) * (log_normalizer - target_scores) + eps * smoothing
 
     def get_config(self):
         return {
