@@ -175,3 +175,33 @@ def test_tfds_missing_dependency_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"keras-transformer\[tfds\]"):
         load_tfds_corpus()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_atomic_writes_get_the_usual_permissions(tmp_path):
+    from keras_transformer.text.text_files import write_bytes_atomic, write_lines_atomic
+
+    previous = os.umask(0o022)
+    try:
+        new = tmp_path / "new" / "vocabulary.model"
+        write_bytes_atomic(new, b"proto")
+        lines = tmp_path / "test.hyp"
+        write_lines_atomic([(lines, ["ein Hund", "zwei Katzen"])])
+    finally:
+        os.umask(previous)
+    # As `open` would create them (0666 less the umask), not mkstemp's 0600.
+    assert new.stat().st_mode & 0o777 == 0o644
+    assert lines.stat().st_mode & 0o777 == 0o644
+    assert lines.read_text(encoding="utf-8") == "ein Hund\nzwei Katzen\n"
+
+    # A replaced file keeps the mode its owner gave it.
+    os.chmod(new, 0o640)
+    write_bytes_atomic(new, b"proto 2")
+    assert new.stat().st_mode & 0o777 == 0o640 and new.read_bytes() == b"proto 2"
+
+    # A failed write leaves the old file (content and mode) and no temporary file.
+    with pytest.raises(ValueError, match=r"Line 2 .*test\.hyp.*newline"):
+        write_lines_atomic([(lines, ["gut", "kaputt\nhier"])])
+    assert lines.read_text(encoding="utf-8") == "ein Hund\nzwei Katzen\n"
+    assert sorted(os.listdir(tmp_path)) == ["new", "test.hyp"]
+    assert os.listdir(new.parent) == ["vocabulary.model"]

@@ -32,6 +32,7 @@ from keras_transformer.text import (
     train_vocabulary,
     write_synthetic_corpus,
 )
+from keras_transformer.text.text_files import atomic_output, write_lines_atomic
 from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
 
 logger = logging.getLogger("keras_transformer.experiment")
@@ -260,12 +261,13 @@ def run_experiment(config):
     hypotheses = translator.translate(read_lines(test_paths[0]), verbose=config.verbose)
     name = os.path.basename(test_paths[1])
     paths["translations"] = os.path.join(output_dir, f"{name}.hyp")
-    _write_lines(paths["translations"], hypotheses)
+    write_lines_atomic([(paths["translations"], hypotheses)])
     scores = score_files(
         paths["translations"], test_paths[1], config.metrics, language=config.target_language
     )
     paths["scores"] = os.path.join(output_dir, "scores.json")
-    _write_lines(paths["scores"], [json.dumps(dataclasses.asdict(scores), indent=2)])
+    with atomic_output(paths["scores"], "w") as file:
+        file.write(json.dumps(dataclasses.asdict(scores), indent=2) + "\n")
 
     valid_scores = None
     if config.evaluate_valid and config.valid_split:
@@ -336,10 +338,3 @@ def _translate_with_saved_model(path, sentences):
     serve = tf.saved_model.load(path).signatures["serving_default"]
     outputs = serve(sentences=tf.constant(sentences, dtype=tf.string))
     return [text.decode("utf-8") for text in outputs["translations"].numpy()]
-
-
-def _write_lines(path, lines):
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.write("\n".join(lines) + "\n")
-    os.replace(temporary, path)

@@ -1,8 +1,8 @@
 """Lazy matplotlib access for the figures: the Agg canvas and atomic PNG writes."""
 
-import contextlib
 import os
-import uuid
+
+from keras_transformer.text.text_files import atomic_output
 
 INSTALL_HINT = (
     "keras_transformer.figures needs matplotlib: install the `plots` extra "
@@ -45,10 +45,7 @@ def check_matplotlib():
 def save_png(figure, path, dpi):
     """Writes `figure` to `path` as a PNG atomically (temp file + `os.replace`).
 
-    The temporary file lives next to `path` (same file system, so the
-    rename is atomic) and is removed on any error, leaving an existing
-    `path` as it was. Unlike `tempfile.mkstemp`, it is created with the
-    umask's permissions, so the PNG is as readable as any other file.
+    An error leaves an existing `path` as it was (`text.text_files.atomic_output`).
 
     Args:
         figure: a figure from `new_figure`.
@@ -59,18 +56,6 @@ def save_png(figure, path, dpi):
         str, the path written.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    try:
-        with os.fdopen(os.open(temporary, flags, 0o666), "wb") as file:
-            figure.savefig(file, format="png", dpi=dpi)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temporary)
-        raise
+    with atomic_output(path, "wb") as file:
+        figure.savefig(file, format="png", dpi=dpi)
     return path

@@ -9,7 +9,8 @@ import contextlib
 import gzip
 import logging
 import os
-import tempfile
+import stat
+import uuid
 import zlib
 from pathlib import Path
 
@@ -92,19 +93,41 @@ def read_lines(path, errors="strict", description="file"):
     return lines
 
 
+def _temporary_beside(path):
+    """Creates an empty temporary file next to `path`; returns `(descriptor, name)`.
+
+    Next to `path` means on the same file system, so `os.replace` onto `path`
+    is atomic. `tempfile.mkstemp` would create it with mode 0600, which the
+    rename would hand on to `path` (a vocabulary or a translation file another
+    user, such as a TF Serving process, could no longer read). Instead the file
+    gets the mode of the `path` it replaces, or 0666 less the umask for a new
+    file, as `open` would give it.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    descriptor = os.open(temporary, flags, 0o666)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))
+    except BaseException:
+        os.close(descriptor)
+        os.remove(temporary)
+        raise
+    return descriptor, str(temporary)
+
+
 @contextlib.contextmanager
 def atomic_output(path, mode="wb"):
     """Yields a temporary file that replaces `path` only if the block succeeds.
 
     The temporary file lives next to `path` (same file system, so
     `os.replace` is atomic); on any error it is removed and `path` keeps its
-    previous content.
+    previous content. The new `path` keeps the old one's permissions (see
+    `_temporary_beside`).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
+    descriptor, temporary = _temporary_beside(path)
     try:
         encoding = None if "b" in mode else "utf-8"
         newline = None if "b" in mode else "\n"
@@ -138,11 +161,7 @@ def write_lines_atomic(paths_and_lines):
     staged = []
     try:
         for path, lines in paths_and_lines:
-            path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(
-                prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-            )
+            descriptor, temporary = _temporary_beside(path)
             staged.append((temporary, path))
             with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as file:
                 for number, line in enumerate(lines, start=1):
