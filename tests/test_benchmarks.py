@@ -1,0 +1,147 @@
+"""The benchmark scripts: their FLOP count against the traced matmuls, and tiny end-to-end runs.
+
+The figures in docs/benchmarks.md come from these scripts; here they run on small generated
+data so that a change to the library or to keras-hub that breaks them shows up in CI.
+"""
+
+import importlib.util
+import math
+import os
+import re
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer.text import write_synthetic_corpus
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+TINY_MODEL = ["--num-layers", "1", "--d-model", "32", "--num-heads", "2"]
+TINY_MODEL += ["--intermediate-dim", "64", "--vocabulary-size", "500"]
+
+tensorflow_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="backend-independent; runs on TensorFlow"
+)
+jax_only = pytest.mark.skipif(keras.backend.backend() != "jax", reason="counts jaxpr matmuls")
+
+
+def load_benchmark(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCHMARKS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_benchmark(name, *arguments):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    command = [sys.executable, os.path.join(BENCHMARKS, f"{name}.py"), *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("synthetic")
+    write_synthetic_corpus(directory, train_size=3000, valid_size=100, test_size=100)
+    return str(directory)
+
+
+def dot_flops(jaxpr):
+    """2 x multiply-adds of the `dot_general`s in `jaxpr`, sub-jaxprs included.
+
+    Products with a vector operand are left out: keras-hub's `SinePositionEncoding` builds its
+    table with such outer products, which are not matmuls of the model.
+    """
+    total = 0
+    for equation in jaxpr.eqns:
+        if equation.primitive.name == "dot_general":
+            lhs_shape, rhs_shape = (operand.aval.shape for operand in equation.invars)
+            if min(len(lhs_shape), len(rhs_shape)) > 1:
+                (contracting, _), _ = equation.params["dimension_numbers"]
+                depth = math.prod(lhs_shape[axis] for axis in contracting)
+                total += 2 * math.prod(equation.outvars[0].aval.shape) * depth
+        for value in equation.params.values():
+            for inner in value if isinstance(value, (list, tuple)) else [value]:
+                inner = getattr(inner, "jaxpr", inner)  # ClosedJaxpr -> Jaxpr
+                if hasattr(inner, "eqns"):
+                    total += dot_flops(inner)
+    return total
+
+
+@jax_only
+@pytest.mark.parametrize("attention_bias", [False, True])
+def test_step_flops_match_the_matmuls_of_both_models(attention_bias):
+    # The MFU's numerator: 3x the forward matmuls, counted here from what JAX traces.
+    import jax
+
+    throughput = load_benchmark("training_throughput")
+    config = TransformerConfig(
+        vocabulary_size=300,
+        num_layers=2,
+        d_model=48,
+        num_heads=4,
+        intermediate_dim=80,
+        attention_bias=attention_bias,
+    )
+    batch, source_length, target_length = 3, 7, 5
+    rng = np.random.default_rng(0)
+    inputs = {
+        "encoder_token_ids": rng.integers(1, 300, (batch, source_length), dtype="int32"),
+        "decoder_token_ids": rng.integers(1, 300, (batch, target_length), dtype="int32"),
+    }
+    expected = throughput.step_flops(config, batch, source_length, target_length)
+    for model in (Seq2SeqTransformer(config), throughput.keras_hub_model(config)):
+        jaxpr = jax.make_jaxpr(lambda x, model=model: model(x, training=False))(inputs)
+        assert 3 * dot_flops(jaxpr.jaxpr) == expected, model.name
+
+
+def parse_throughput(output):
+    pattern = r"^\| (ours|keras-hub) \| ([\d,]+) \| .* \| ([\d.]+)% \|$"
+    rows = {name: (rate, mfu) for name, rate, mfu in re.findall(pattern, output, re.M)}
+    params = dict(re.findall(r"^(ours|keras-hub): ([\d.]+)M parameters", output, re.M))
+    ratio = re.search(r"^ours / keras-hub tokens/s: ([\d.]+)x", output, re.M)
+    return rows, params, ratio
+
+
+def test_training_throughput_runs_both_builds(data_dir):
+    output = run_benchmark(
+        "training_throughput", *TINY_MODEL, "--rounds", "1", "--num-batches", "2",
+        "--data-dir", data_dir,
+    )  # fmt: skip
+    rows, params, ratio = parse_throughput(output)
+    assert set(rows) == {"ours", "keras-hub"}, output
+    # Same size: the comparison is between two builds of one architecture.
+    assert params["ours"] == params["keras-hub"], output
+    for name, mfu in rows.values():
+        assert int(name.replace(",", "")) > 0 and 0 < float(mfu) <= 100, output
+    assert ratio is not None and float(ratio.group(1)) > 0, output
+
+
+@tensorflow_only
+def test_pipeline_padding_runs(data_dir):
+    output = run_benchmark(
+        "pipeline_padding", "--data-dir", data_dir, "--vocabulary-size", "500",
+        "--budgets", "1024", "--growths", "1.1", "--epochs", "1",
+    )  # fmt: skip
+    row = re.search(r"^\| 1024 \| 1.1 \| (.*)\|$", output, re.M)
+    assert row is not None, output
+    cells = [cell.strip() for cell in row.group(1).split("|")]
+    source, target = float(cells[3]), float(cells[4])
+    random_source, random_target = (float(v) for v in cells[5].split(",")[0].split(" / "))
+    # Length buckets pad less than random batches of the same size.
+    assert 0 < random_source < source <= 1 and 0 < random_target < target <= 1, output
+
+
+@tensorflow_only
+def test_decoding_speed_runs(data_dir):
+    output = run_benchmark(
+        "decoding_speed", "--data-dir", data_dir, "--vocabulary-size", "500",
+        "--num-sentences", "2", "--min-tokens", "5", "--repeats", "1",
+    )  # fmt: skip
+    assert re.search(r"^ +cached: +[\d.]+ sentences/s", output, re.M), output
+    assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
