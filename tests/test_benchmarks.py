@@ -117,8 +117,8 @@ def test_training_throughput_runs_both_builds(data_dir):
     assert set(rows) == {"ours", "keras-hub"}, output
     # Same size: the comparison is between two builds of one architecture.
     assert params["ours"] == params["keras-hub"], output
-    for name, mfu in rows.values():
-        assert int(name.replace(",", "")) > 0 and 0 < float(mfu) <= 100, output
+    for rate, mfu in rows.values():
+        assert int(rate.replace(",", "")) > 0 and 0 < float(mfu) <= 100, output
     assert ratio is not None and float(ratio.group(1)) > 0, output
 
 
