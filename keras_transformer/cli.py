@@ -56,6 +56,7 @@ def _translate(argv):
         from keras_transformer.decoding import Translator
         from keras_transformer.export import load_translation_model
         from keras_transformer.text import read_lines
+        from keras_transformer.text.text_files import join_line_breaks
 
         if arguments.input == "-":
             sentences = [line.rstrip("\n") for line in sys.stdin]
@@ -74,6 +75,13 @@ def _translate(argv):
         message = " ".join(str(error).split())
         print(f"{PROG} translate: error: {message}", file=sys.stderr)
         return 1
+    translations, joined = join_line_breaks(translations)
+    if joined:
+        # One line per input keeps the output aligned with the input file.
+        print(
+            f"{PROG} translate: {joined} translations had line breaks, written as spaces",
+            file=sys.stderr,
+        )
     text = "".join(f"{line}\n" for line in translations)
     if arguments.output == "-":
         sys.stdout.write(text)

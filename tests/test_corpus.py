@@ -205,3 +205,35 @@ def test_atomic_writes_get_the_usual_permissions(tmp_path):
     assert lines.read_text(encoding="utf-8") == "ein Hund\nzwei Katzen\n"
     assert sorted(os.listdir(tmp_path)) == ["new", "test.hyp"]
     assert os.listdir(new.parent) == ["vocabulary.model"]
+
+
+def test_line_breaks_inside_texts_become_spaces():
+    from keras_transformer.text.text_files import join_line_breaks
+
+    texts = ["plain", "two\nlines", "windows\r\nbreak", "old\rmac", "", "\n"]
+    joined, changed = join_line_breaks(iter(texts))
+    assert joined == ["plain", "two lines", "windows break", "old mac", "", " "]
+    assert changed == 4
+
+
+def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monkeypatch, capsys):
+    import keras_transformer.decoding
+    import keras_transformer.export
+    from keras_transformer.cli import main
+
+    class EchoTranslator:
+        def __init__(self, model, tokenizer, **kwargs):
+            pass
+
+        def translate(self, sentences):
+            return [sentence.replace("|", "\n") for sentence in sentences]
+
+    monkeypatch.setattr(keras_transformer.export, "load_translation_model", lambda *a, **k: (0, 0))
+    monkeypatch.setattr(keras_transformer.decoding, "Translator", EchoTranslator)
+    source = tmp_path / "input.txt"
+    source.write_text("first\nsec|ond\nthird\n", encoding="utf-8")
+    output = tmp_path / "output.txt"
+    args = ["translate", "--model", "unused.keras", "--input", str(source), "--output", str(output)]
+    assert main(args) == 0
+    assert output.read_text(encoding="utf-8").split("\n") == ["first", "sec ond", "third", ""]
+    assert "1 translations had line breaks" in capsys.readouterr().err

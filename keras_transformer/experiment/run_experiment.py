@@ -32,7 +32,11 @@ from keras_transformer.text import (
     train_vocabulary,
     write_synthetic_corpus,
 )
-from keras_transformer.text.text_files import atomic_output, write_lines_atomic
+from keras_transformer.text.text_files import (
+    atomic_output,
+    join_line_breaks,
+    write_lines_atomic,
+)
 from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
 
 logger = logging.getLogger("keras_transformer.experiment")
@@ -261,6 +265,12 @@ def run_experiment(config):
     hypotheses = translator.translate(read_lines(test_paths[0]), verbose=config.verbose)
     name = os.path.basename(test_paths[1])
     paths["translations"] = os.path.join(output_dir, f"{name}.hyp")
+    hypotheses, joined = join_line_breaks(hypotheses)
+    if joined:
+        message = f"{joined} translations had line breaks, written as spaces"
+        logger.warning("%s in %s", message, paths["translations"])
+        if config.verbose:
+            print(f"{message} ({paths['translations']})")
     write_lines_atomic([(paths["translations"], hypotheses)])
     scores = score_files(
         paths["translations"], test_paths[1], config.metrics, language=config.target_language

@@ -148,6 +148,29 @@ def write_bytes_atomic(path, data):
         file.write(data)
 
 
+def join_line_breaks(texts):
+    """Replaces the line breaks inside each text with spaces, for a one-per-line file.
+
+    A translation can contain a line break (a byte-fallback piece for
+    `"\\n"`); written as it is, it would shift every later line of the file
+    against its source.
+
+    Args:
+        texts: iterable of str.
+
+    Returns:
+        `(texts, changed)`: the list of texts with `"\\r\\n"`, `"\\r"` and
+        `"\\n"` replaced by one space each, and how many texts had one.
+    """
+    joined, changed = [], 0
+    for text in texts:
+        if "\n" in text or "\r" in text:
+            text = text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+            changed += 1
+        joined.append(text)
+    return joined, changed
+
+
 def write_lines_atomic(paths_and_lines):
     """Writes several line files so that either all are replaced or none is.
 
