@@ -82,12 +82,45 @@ JAX = COMMON + textwrap.dedent(
     """
     import jax
     assert len(jax.devices()) == 2
+
+    class RecordsTargetSharding(LabelSmoothedCrossEntropy):
+        # How the targets reaching the loss inside the jitted step lie on the devices.
+        shardings = []
+
+        def __call__(self, y_true, y_pred, sample_weight=None):
+            jax.debug.inspect_array_sharding(y_true, callback=self.shardings.append)
+            return super().__call__(y_true, y_pred, sample_weight)
+
+    class PerDeviceMean(LabelSmoothedCrossEntropy):
+        # What a token mean per device gives: DataParallel puts rows 0-1 on one device
+        # and rows 2-3 on the other; the two means are then averaged.
+        def __call__(self, y_true, y_pred, sample_weight=None):
+            losses = self.call(y_true, y_pred)
+            mask = keras.ops.cast(keras.ops.not_equal(y_true, 0), "float32")
+            means = [keras.ops.sum(losses[rows] * mask[rows]) / keras.ops.sum(mask[rows])
+                     for rows in (slice(0, 2), slice(2, 4))]
+            return (means[0] + means[1]) / 2
+
     keras.utils.set_random_seed(1)
     start, single = one_step(None, LabelSmoothedCrossEntropy())
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
-    _, parallel = one_step(start, LabelSmoothedCrossEntropy())
-    np.savez(OUT, single=np.concatenate([np.ravel(w) for w in single]),
-             parallel=np.concatenate([np.ravel(w) for w in parallel]))
+    loss = RecordsTargetSharding()
+    model = Seq2SeqTransformer(config)
+    model.build()
+    model.set_weights(start)
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss=loss)
+    model.fit(batches(), epochs=1, verbose=0)
+    parallel = model.get_weights()
+    target = loss.shardings[-1]
+    _, naive = one_step(start, PerDeviceMean())
+    np.savez(OUT, start=np.concatenate([np.ravel(w) for w in start]),
+             single=np.concatenate([np.ravel(w) for w in single]),
+             parallel=np.concatenate([np.ravel(w) for w in parallel]),
+             naive=np.concatenate([np.ravel(w) for w in naive]),
+             target_devices=len(target.device_set),
+             target_shard_shape=target.shard_shape(tuple(decoder.shape)),
+             variable_devices=[len(v.value.sharding.device_set) for v in model.weights],
+             variable_replicated=[v.value.sharding.is_fully_replicated for v in model.weights])
     """
 )
 
@@ -117,4 +150,13 @@ def test_jax_data_parallel_step_equals_one_device(tmp_path):
     pytest.importorskip("jax")
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     weights = run(JAX, "jax", tmp_path, {"XLA_FLAGS": flags.strip()})
+    # DataParallel was applied: every weight is replicated on both devices and the global
+    # batch of 4 reaches the loss split 2 + 2 over them.
+    assert weights["variable_devices"].min() == 2 and weights["variable_replicated"].all()
+    assert weights["target_devices"] == 2
+    assert tuple(weights["target_shard_shape"]) == (2, 9)
     np.testing.assert_allclose(weights["parallel"], weights["single"], atol=1e-5)
+    # The step moved the weights far beyond the tolerance, and a per-device token mean is
+    # measurably wrong on this batch: the comparison can fail.
+    assert np.abs(weights["single"] - weights["start"]).max() > 1e-2
+    assert np.abs(weights["naive"] - weights["single"]).max() > 1e-3
