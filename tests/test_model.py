@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from conftest import random_token_ids, to_numpy
+from references import numpy_transformer
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.models import PRESETS
@@ -72,7 +73,7 @@ def test_source_padding_is_ignored(tiny_config):
 def test_embeddings_are_shared_and_scaled(tiny_config):
     model = Seq2SeqTransformer(tiny_config)
     inputs = make_inputs(np.random.default_rng(3), tiny_config)
-    model(inputs)
+    logits = to_numpy(model(inputs))
     embedding_weights = [w for w in model.weights if "embeddings" in w.path]
     assert len(embedding_weights) == 1  # source, target and pre-softmax share one matrix
     untied = Seq2SeqTransformer(
@@ -81,6 +82,12 @@ def test_embeddings_are_shared_and_scaled(tiny_config):
     untied(inputs)
     extra = 2 * tiny_config.vocabulary_size * tiny_config.d_model
     assert untied.count_params() == model.count_params() + extra
+    # Numpy forward from the weights: E[ids] * sqrt(d_model) + PE into post-LN blocks, and
+    # logits = decoder states @ E^T with the same E (3.4, 3.5).
+    expected = numpy_transformer(model, inputs["encoder_token_ids"], inputs["decoder_token_ids"])
+    encoded = to_numpy(model.encode(inputs["encoder_token_ids"]))
+    np.testing.assert_allclose(encoded, expected["encoder_outputs"], atol=1e-5)
+    np.testing.assert_allclose(logits, expected["logits"], atol=1e-5)
 
 
 def test_save_and_load_round_trips_exactly(tiny_config, tmp_path):
@@ -109,6 +116,12 @@ def test_attention_weights_are_distributions_with_padding_masked(tiny_config):
     assert np.all(cross[0, :, :, 3:] == 0.0)
     decoder_self = to_numpy(weights["decoder_self_attention"][1])
     assert np.all(np.triu(decoder_self[0, 0], k=1) == 0.0)
+    # Every layer's weights are softmax(Q K^T / sqrt(d_k)) of that layer's numpy inputs.
+    expected = numpy_transformer(model, inputs["encoder_token_ids"], inputs["decoder_token_ids"])
+    for name, layers in weights.items():
+        assert len(layers) == len(expected[name])
+        for layer, reference in zip(layers, expected[name], strict=True):
+            np.testing.assert_allclose(to_numpy(layer), reference, atol=1e-5, err_msg=name)
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
@@ -120,6 +133,17 @@ def test_fit_under_mixed_precision_gives_float32_logits(tiny_config, policy):
     logits = model(inputs)
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     assert model.encoder_blocks[0].compute_dtype == policy.split("_")[1]
+    # The same weights in float32 give the same logits up to the compute dtype's rounding:
+    # unit roundoff u = 2^-8 (bfloat16 keeps 8 significant bits) or 2^-11 (float16). About a
+    # dozen rounded steps (embedding, 10 residual sublayers, logits) accumulate a few u of
+    # the logits' scale (measured: at most ~4u), so 10u; a wrong model is off by far more.
+    reference = Seq2SeqTransformer(tiny_config, dtype="float32")
+    reference(inputs)
+    reference.set_weights(model.get_weights())
+    expected = to_numpy(reference(inputs))
+    roundoff = 2.0**-8 if policy == "mixed_bfloat16" else 2.0**-11
+    tolerance = 10 * roundoff * np.abs(expected).max()
+    np.testing.assert_allclose(to_numpy(logits), expected, rtol=0, atol=tolerance)
     optimizer = keras.optimizers.Adam(1e-3)
     if policy == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

@@ -43,6 +43,17 @@ def test_start_index_gives_the_slice_of_the_full_encoding(layer):
     tensor_start = keras.ops.convert_to_tensor(12, "int32")
     step = to_numpy(layer(np.zeros((2, 1, 8), "float32"), start_index=tensor_start))
     np.testing.assert_allclose(step[:, 0], full[:, 12], atol=1e-6)
+    # Self-consistency alone would pass for any fixed shift: pin position p to row p of the
+    # learned table, or to PE(p) of the closed form (3.5).
+    if isinstance(layer, LearnedPositionEmbedding):
+        table = to_numpy(layer.position_embeddings)
+    else:
+        table = np.array([[closed_form(p, dim, 8) for dim in range(8)] for p in range(40)])
+    np.testing.assert_allclose(full, np.broadcast_to(table[:30], full.shape), atol=1e-6)
+    for start, length in ((0, 3), (5, 4), (29, 11)):
+        window = to_numpy(layer(np.zeros((2, length, 8), "float32"), start_index=start))
+        expected = table[start : start + length]
+        np.testing.assert_allclose(window, np.broadcast_to(expected, window.shape), atol=1e-6)
 
 
 def test_sinusoid_follows_compute_dtype():
