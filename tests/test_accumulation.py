@@ -59,8 +59,11 @@ def test_start_step_continues_the_uninterrupted_stream(corpus, accumulation_step
     reference = as_numpy(full.dataset, 3 * steps + 2)
     for start in (1, steps - 1, steps, 2 * steps + 1):
         resumed = pipeline(corpus, accumulation_steps=accumulation_steps, start_step=start)
-        for got, expected in zip(as_numpy(resumed.dataset, 3), reference[start:], strict=False):
-            for a, b in zip(got, expected, strict=True):
+        got = as_numpy(resumed.dataset, 3)
+        # An empty or short resumed stream must not pass: three batches, each the reference's.
+        assert len(got) == 3, (start, len(got))
+        for batch, expected in zip(got, reference[start : start + 3], strict=True):
+            for a, b in zip(batch, expected, strict=True):
                 np.testing.assert_array_equal(a, b)
 
 

@@ -1,4 +1,5 @@
 import os
+import types
 
 import keras
 import numpy as np
@@ -6,25 +7,56 @@ import pytest
 from conftest import random_token_ids, to_numpy
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
-from keras_transformer.checkpoints import PeriodicCheckpoint
+from keras_transformer.checkpoints import PeriodicCheckpoint, periodic_checkpoint
+
+
+def token_inputs(config, examples):
+    rng = np.random.default_rng(0)
+    return {
+        "encoder_token_ids": random_token_ids(rng, examples, 5, config.vocabulary_size),
+        "decoder_token_ids": random_token_ids(rng, examples, 4, config.vocabulary_size),
+    }
+
+
+def checkpoint_names(steps):
+    return [f"ckpt-{s:08d}.weights.h5" for s in steps]
+
+
+class RecordDirectory(keras.callbacks.Callback):
+    """Lists the checkpoint directory after every batch (runs after the checkpoint callback)."""
+
+    def __init__(self, directory):
+        super().__init__()
+        self.directory = directory
+        self.listings = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.listings.append(sorted(os.listdir(self.directory)))
 
 
 def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, tmp_path):
-    rng = np.random.default_rng(0)
-    inputs = {
-        "encoder_token_ids": random_token_ids(rng, 12, 5, tiny_config.vocabulary_size),
-        "decoder_token_ids": random_token_ids(rng, 12, 4, tiny_config.vocabulary_size),
-    }
+    inputs = token_inputs(tiny_config, 12)
     model = Seq2SeqTransformer(tiny_config)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    # Six steps, a save at each even one: keep=2 must delete step 2 at step 6.
     callback = PeriodicCheckpoint(
-        tmp_path, every_steps=2, every_minutes=None, keep=3, average_last=2
+        tmp_path, every_steps=2, every_minutes=None, keep=2, average_last=2
     )
+    record = RecordDirectory(tmp_path)
     model.fit(
-        inputs, inputs["decoder_token_ids"], batch_size=2, epochs=1, verbose=0, callbacks=[callback]
+        inputs,
+        inputs["decoder_token_ids"],
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[callback, record],
     )
+    assert callback.saved == [str(tmp_path / name) for name in checkpoint_names((2, 4, 6))]
+    # Pruning happens at each save, oldest first, not only at the end.
+    after_each_step = [[], [2], [2], [2, 4], [2, 4], [4, 6]]
+    assert record.listings == [checkpoint_names(steps) for steps in after_each_step]
     names = sorted(os.listdir(tmp_path))
-    assert names == [f"ckpt-{s:08d}.weights.h5" for s in (2, 4, 6)]
+    assert names == checkpoint_names((4, 6))
 
     def weights_of(name):
         fresh = Seq2SeqTransformer(tiny_config)
@@ -33,10 +65,46 @@ def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, t
         fresh.load_weights(tmp_path / name)
         return [to_numpy(w) for w in fresh.weights]
 
-    last_two = [weights_of(name) for name in names[-2:]]
+    last_two = [weights_of(name) for name in names]
     for averaged, a, b in zip(model.weights, *last_two, strict=True):
         np.testing.assert_allclose(to_numpy(averaged), (a + b) / 2, rtol=1e-6, atol=1e-7)
     assert not np.allclose(last_two[0][0], last_two[1][0])
+
+
+def test_checkpoints_every_n_minutes_of_a_fake_clock(tiny_config, tmp_path, monkeypatch):
+    # Seconds each batch takes on the fake clock; with every_minutes=1 the saves fall where
+    # 60 s have passed since the previous save (or since training began at t=0):
+    # batch ends at t = 10, 60*, 160*, 180, 200, 220*, 420*, 425 (* 60 s or more since the last).
+    durations = [10, 50, 100, 20, 20, 20, 200, 5]
+    now = [0.0]
+    # Only the callback's module sees the fake clock.
+    monkeypatch.setattr(
+        periodic_checkpoint, "time", types.SimpleNamespace(monotonic=lambda: now[0])
+    )
+
+    class Tick(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            now[0] += durations[batch]
+
+    inputs = token_inputs(tiny_config, 2 * len(durations))
+    model = Seq2SeqTransformer(tiny_config)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    callback = PeriodicCheckpoint(
+        tmp_path, every_steps=None, every_minutes=1, keep=10, average_last=None
+    )
+    record = RecordDirectory(tmp_path)
+    model.fit(
+        inputs,
+        inputs["decoder_token_ids"],
+        batch_size=2,
+        epochs=1,
+        verbose=0,
+        callbacks=[Tick(), callback, record],
+    )
+    after_each_step = [[], [2], [2, 3], [2, 3], [2, 3], [2, 3, 6], [2, 3, 6, 7], [2, 3, 6, 7]]
+    assert record.listings == [checkpoint_names(steps) for steps in after_each_step]
+    # Training ends with a save of the final step.
+    assert sorted(os.listdir(tmp_path)) == checkpoint_names((2, 3, 6, 7, 8))
 
 
 def test_bad_schedule_arguments(tmp_path):

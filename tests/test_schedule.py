@@ -30,13 +30,21 @@ def test_schedule_peaks_at_warmup():
     assert np.all(np.diff(rates[steps >= 3999]) < 0)
 
 
-def test_schedule_serializes():
-    schedule = TransformerSchedule(d_model=256, warmup_steps=100, scale=2.0)
+@pytest.mark.parametrize("accumulation_steps", [1, 3])
+def test_schedule_serializes(accumulation_steps):
+    schedule = TransformerSchedule(
+        d_model=256, warmup_steps=100, scale=2.0, accumulation_steps=accumulation_steps
+    )
     restored = keras.optimizers.schedules.deserialize(
         keras.optimizers.schedules.serialize(schedule)
     )
     assert isinstance(restored, TransformerSchedule)
-    assert float(to_numpy(restored(50))) == pytest.approx(float(to_numpy(schedule(50))))
+    # Batch b belongs to update b // accumulation_steps, whose step_num is one more.
+    for batch in (0, 50, 299, 1000):
+        step_num = batch // accumulation_steps + 1
+        expected = 2.0 * paper_rate(step_num, d_model=256, warmup=100)
+        for s in (schedule, restored):
+            assert float(to_numpy(s(batch))) == pytest.approx(expected, rel=1e-6)
 
 
 def test_paper_optimizer_settings_and_rate():
