@@ -64,22 +64,39 @@ def test_static_cache_equals_recomputing_keys_and_values():
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_masks_are_safe_in_low_precision(policy):
+    # Relative to the output's scale: about 5 roundings to the compute dtype (inputs,
+    # kernels, projections, weights, context), of unit roundoff 2**-11 or 2**-8.
+    tolerance = 5 * {"mixed_float16": 2**-11, "mixed_bfloat16": 2**-8}[policy]
     rng = np.random.default_rng(4)
-    # Large activations: a -1e9 additive mask in float16 would overflow to -inf/NaN.
-    query = (rng.normal(size=(2, 4, 8)) * 30).astype("float32")
     mask = np.ones((2, 4, 4), bool)
     mask[0, :, 2:] = False
     mask[1] = False  # a fully masked row (an all-padding source) must not give NaN
     layer = MultiHeadAttention(num_heads=2, key_dim=4, dtype=policy)
-    output, weights = layer(
-        keras.ops.convert_to_tensor(query), attention_mask=mask, return_attention_scores=True
-    )
-    assert keras.backend.standardize_dtype(output.dtype) == policy.split("_")[1]
-    assert keras.backend.standardize_dtype(weights.dtype) == "float32"
-    output, weights = to_numpy(keras.ops.cast(output, "float32")), to_numpy(weights)
-    assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
-    assert np.all(weights[0, :, :, 2:] == 0.0)
-    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    # A documented fully masked row attends uniformly: the mean of the outputs of
+    # attending to each key alone.
+    only_key = [np.broadcast_to(np.arange(4) == t, (1, 4, 4)) for t in range(4)]
+    # Unit-scale activations keep the softmax soft, so the weights check the 1/sqrt(d_k)
+    # scale; large ones (scores in the thousands) would overflow a -1e9 additive mask
+    # in float16 to -inf/NaN.
+    for scale in (1.0, 30.0):
+        query = (rng.normal(size=(2, 4, 8)) * scale).astype("float32")
+        output, weights = layer(
+            keras.ops.convert_to_tensor(query), attention_mask=mask, return_attention_scores=True
+        )
+        assert keras.backend.standardize_dtype(output.dtype) == policy.split("_")[1]
+        assert keras.backend.standardize_dtype(weights.dtype) == "float32"
+        output, weights = to_numpy(keras.ops.cast(output, "float32")), to_numpy(weights)
+        assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
+        assert np.all(weights[0, :, :, 2:] == 0.0)
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+        x = query.astype(np.float64)
+        expected, expected_weights = numpy_attention(layer, x[:1], x[:1], mask[:1])
+        uniform = np.mean([numpy_attention(layer, x[1:], x[1:], m)[0] for m in only_key], 0)
+        expected = np.concatenate([expected, uniform])
+        expected_weights = np.concatenate([expected_weights, np.full((1, 2, 4, 4), 0.25)])
+        np.testing.assert_allclose(weights, expected_weights, atol=tolerance)
+        np.testing.assert_allclose(output, expected, atol=tolerance * np.abs(expected).max())
 
 
 def test_attention_dropout_only_in_training():

@@ -1,12 +1,15 @@
 import collections
 import json
 import math
+import re
 import runpy
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import sacrebleu
+import sacremoses
 import tensorflow as tf
 from conftest import random_token_ids, to_numpy
 
@@ -216,6 +219,37 @@ def test_command_prints_scores(files, capsys):
         "tokenized BLEU",
         "Multi30k BLEU",
     ]
+    # Each printed value against the metric computed independently: sacrebleu's API for
+    # BLEU and chrF; sacremoses tokenization then `reference_multi_bleu` for the others.
+    bleu_metric, chrf_metric = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    bleu = bleu_metric.corpus_score(HYPOTHESES, [REFERENCES]).score
+    chrf_score = chrf_metric.corpus_score(HYPOTHESES, [REFERENCES]).score
+    tokenizer, normalizer = sacremoses.MosesTokenizer("de"), sacremoses.MosesPunctNormalizer("de")
+
+    def tokenize(lines, replace_punctuation):
+        if replace_punctuation:
+            lines = [normalizer.replace_unicode_punct(line) for line in lines]
+        return [tokenizer.tokenize(line, return_str=True) for line in lines]
+
+    def split(lines):  # get_ende_bleu.sh's perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'
+        return [re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line) for line in lines]
+
+    tokenized = reference_multi_bleu(
+        split(tokenize(HYPOTHESES, True)), [split(tokenize(REFERENCES, True))]
+    )
+    lowercased = reference_multi_bleu(
+        tokenize(HYPOTHESES, False), [tokenize(REFERENCES, False)], lowercase=True
+    )
+    expected = [
+        (bleu, f"({bleu_metric.get_signature()})"),
+        (chrf_score, f"({chrf_metric.get_signature()})"),
+        (tokenized, "(Moses-tokenized, compounds split: comparable with the paper)"),
+        (lowercased, "(lowercased, Moses-tokenized)"),
+    ]
+    assert len({round(score, 2) for score, _ in expected}) == 4  # a swap would show
+    for line, (score, note) in zip(lines, expected, strict=True):
+        printed, printed_note = line.split(" = ")[1].split(" ", 1)
+        assert printed == f"{score:.2f}" and printed_note == note, (line, score)
     assert main([*argv, "--metric", "bleu", "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
     assert scores["bleu"] == pytest.approx(sacre_bleu(HYPOTHESES, REFERENCES)[0])

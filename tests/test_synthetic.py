@@ -98,7 +98,14 @@ ENGLISH_TENS = "twenty thirty forty fifty sixty seventy eighty ninety"
 ENGLISH_VALUES = {word: value for value, word in enumerate(ENGLISH_ONES.split())} | {
     word: 10 * value for value, word in enumerate(ENGLISH_TENS.split(), start=2)
 }
-ENGLISH_ORDINALS = {english_ordinal(n): n for n in range(1, 32)}
+# The days of the month, written out by hand, not computed.
+ENGLISH_DAY_ORDINALS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth "
+    "twenty-first twenty-second twenty-third twenty-fourth twenty-fifth twenty-sixth "
+    "twenty-seventh twenty-eighth twenty-ninth thirtieth thirty-first"
+)
+ENGLISH_ORDINALS = {word: day for day, word in enumerate(ENGLISH_DAY_ORDINALS.split(), start=1)}
 
 
 def parse_english(words):
@@ -156,12 +163,15 @@ def test_deterministic_from_seed():
 def test_numbers_dates_and_years_translate(pairs):
     checked = collections.Counter()
     number_words = set(ENGLISH_VALUES) | {"hundred", "oh", "thousand"}
+    of_months = {("of", month[0]): month for month in lex.MONTHS}
     for english, german in zip(*pairs, strict=True):
         tokens, raw, expected = words(english), english.split(), []
         i = 0
         while i < len(tokens):
-            if tokens[i] in ENGLISH_ORDINALS and tokens[i + 1] == "of":  # the 3rd of May
-                month = next(m for m in lex.MONTHS if m[0] == tokens[i + 2])
+            month = of_months.get(tuple(tokens[i + 1 : i + 3]))
+            if month:  # the 3rd of May
+                # A misspelt ordinal must fail here, not be skipped as a non-number.
+                assert tokens[i] in ENGLISH_ORDINALS, english
                 expected.append(f"am {reference_ordinal(ENGLISH_ORDINALS[tokens[i]])} {month[1]}")
                 checked["date"] += 1
                 i += 3
