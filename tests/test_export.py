@@ -7,6 +7,7 @@ on JAX would.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,6 +26,21 @@ from keras_transformer.export import SETTINGS_FILE, export_saved_model
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 
 DECODING = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 4, "max_source_length": 24}
+# Table 3 row E with max_position 16: decoder positions run to the source length plus
+# max_extra_length, so sources keep 16 - 3 - 1 ids by default.
+LEARNED_DECODING = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 3}
+LEARNED_MAX_SOURCE_LENGTH = 12
+# Both signatures as documented: (signature, inputs or outputs, name, dtype, shape).
+SIGNATURE_SPECS = [
+    ("serving_default", "inputs", "sentences", tf.string, (None,)),
+    ("serving_default", "outputs", "translations", tf.string, (None,)),
+    ("serving_default", "outputs", "scores", tf.float32, (None,)),
+    ("serving_default", "outputs", "truncated", tf.bool, (None,)),
+    ("translate_ids", "inputs", "token_ids", tf.int32, (None, None)),
+    ("translate_ids", "outputs", "token_ids", tf.int32, (None, None)),
+    ("translate_ids", "outputs", "scores", tf.float32, (None,)),
+    ("translate_ids", "outputs", "truncated", tf.bool, (None,)),
+]
 # tensorflow-text imports Keras for its own layers: keep that Keras off JAX.
 SUBPROCESS_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
 
@@ -142,9 +158,59 @@ def fresh_process(trained, exported, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def serve(exported):
-    loaded = tf.saved_model.load(exported)
+def loaded(exported):
+    return tf.saved_model.load(exported)
+
+
+@pytest.fixture(scope="module")
+def serve(loaded):
     return loaded.signatures["serving_default"], loaded.signatures["translate_ids"]
+
+
+@pytest.fixture(scope="module")
+def learned(trained):
+    """An untrained learned-position model (max_position 16) that never ends a translation early."""
+    tokenizer = trained[1]
+    keras.utils.set_random_seed(11)
+    model = Seq2SeqTransformer(
+        TransformerConfig(
+            vocabulary_size=160,
+            num_layers=1,
+            d_model=16,
+            num_heads=2,
+            intermediate_dim=32,
+            dropout=0.0,
+            position_embedding="learned",
+            max_position=16,
+        )
+    )
+    model.build()
+    # The decoder's last LayerNorm pins feature 0 of its output to 5, and the tied embedding
+    # puts -10 there for the special ids and 0 for all others: their logits drop by 50, so every
+    # hypothesis runs to the length limit and reaches the last decoder position.
+    norm = model.decoder_blocks[-1].feed_forward_norm
+    gamma, beta = (keras.ops.convert_to_numpy(w).copy() for w in (norm.gamma, norm.beta))
+    gamma[0], beta[0] = 0.0, 5.0
+    norm.gamma.assign(gamma)
+    norm.beta.assign(beta)
+    embeddings = keras.ops.convert_to_numpy(model.target_embedding.embeddings).copy()
+    embeddings[:, 0] = 0.0
+    special = [tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id]
+    embeddings[special, 0] = -10.0
+    model.target_embedding.embeddings.assign(embeddings)
+    translator = Translator(
+        model, tokenizer, **LEARNED_DECODING, max_source_length=LEARNED_MAX_SOURCE_LENGTH
+    )
+    return model, translator
+
+
+@pytest.fixture(scope="module")
+def learned_exported(learned, trained, exported, tmp_path_factory):
+    """`learned` exported with its default max_source_length and overwrite=True over a copy of
+    `exported` (the first export, of other weights)."""
+    path = tmp_path_factory.mktemp("overwrite") / "translator" / "1"
+    shutil.copytree(exported, path)
+    return export_saved_model(learned[0], trained[1], path, **LEARNED_DECODING, overwrite=True)
 
 
 def test_fresh_process_translates_like_translate(fresh_process, expected, trained):
@@ -193,9 +259,26 @@ def test_audit_flags_xla_and_unknown_ops(tmp_path):
     assert any("op StridedSlice" in p and "not in TensorFlow" in p for p in problems)
 
 
+def test_loaded_signatures_have_the_documented_inputs_and_outputs(loaded):
+    assert set(loaded.signatures) == {"serving_default", "translate_ids"}
+    for signature in ("serving_default", "translate_ids"):
+        specs = {
+            kind: {
+                name: tf.TensorSpec(shape, dtype, name=name)
+                for s, k, name, dtype, shape in SIGNATURE_SPECS
+                if (s, k) == (signature, kind)
+            }
+            for kind in ("inputs", "outputs")
+        }
+        function = loaded.signatures[signature]
+        assert function.structured_input_signature == ((), specs["inputs"])
+        assert function.structured_outputs == specs["outputs"]
+
+
 def test_saved_model_cli_lists_both_signatures(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     if not os.path.exists(cli):
+        # test_loaded_signatures_have_the_documented_inputs_and_outputs checks the same specs.
         pytest.skip("saved_model_cli is not installed next to the interpreter")
     result = subprocess.run(
         [cli, "show", "--dir", exported, "--all"],
@@ -206,17 +289,16 @@ def test_saved_model_cli_lists_both_signatures(exported):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     text = " ".join(result.stdout.split())
-    for signature, name, dtype, shape in [
-        ("serving_default", "inputs['sentences']", "DT_STRING", "(-1)"),
-        ("serving_default", "outputs['translations']", "DT_STRING", "(-1)"),
-        ("serving_default", "outputs['scores']", "DT_FLOAT", "(-1)"),
-        ("serving_default", "outputs['truncated']", "DT_BOOL", "(-1)"),
-        ("translate_ids", "inputs['token_ids']", "DT_INT32", "(-1, -1)"),
-        ("translate_ids", "outputs['token_ids']", "DT_INT32", "(-1, -1)"),
-        ("translate_ids", "outputs['scores']", "DT_FLOAT", "(-1)"),
-    ]:
+    dtypes = {
+        tf.string: "DT_STRING",
+        tf.float32: "DT_FLOAT",
+        tf.bool: "DT_BOOL",
+        tf.int32: "DT_INT32",
+    }
+    for signature, kind, name, dtype, shape in SIGNATURE_SPECS:
         section = text.split(f"signature_def['{signature}']")[1].split("signature_def[")[0]
-        assert f"{name} tensor_info: dtype: {dtype} shape: {shape}" in section
+        dims = ", ".join("-1" for _ in shape)
+        assert f"{kind}['{name}'] tensor_info: dtype: {dtypes[dtype]} shape: ({dims})" in section
     assert "Method name is: tensorflow/serving/predict" in text
 
 
@@ -317,3 +399,59 @@ def test_export_checks_its_arguments(trained, exported):
         export_saved_model(model, tokenizer, exported + "-new", beam_size=0)
     assert not os.path.exists(exported + "-new")
     assert sorted(os.listdir(os.path.dirname(exported))) == ["1"]  # no temporary left
+
+
+def test_learned_positions_keep_max_position_minus_extra_source_ids(
+    learned, learned_exported, trained, tmp_path
+):
+    model, translator = learned
+    _, tokenizer, english, *_ = trained
+    with open(os.path.join(learned_exported, "assets", SETTINGS_FILE), encoding="utf-8") as file:
+        decoding = json.load(file)["decoding"]
+    assert decoding == {**LEARNED_DECODING, "max_source_length": LEARNED_MAX_SOURCE_LENGTH}
+    # One id more and the last decoder position would be max_position, past the table.
+    with pytest.raises(ValueError, match=r"`max_source_length` must be <= 12\. Received: 13"):
+        export_saved_model(
+            model, tokenizer, tmp_path / "1", **LEARNED_DECODING, max_source_length=13
+        )
+    assert os.listdir(tmp_path) == []
+    signatures = tf.saved_model.load(learned_exported).signatures
+    batch = [" ".join(english[20:30]), english[0][:8]]
+    outputs = signatures["serving_default"](sentences=tf.constant(batch))
+    translations, scores = translator.translate(batch, return_scores=True)
+    assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == translations
+    np.testing.assert_allclose(outputs["scores"].numpy(), scores, atol=1e-4)
+    assert outputs["truncated"].numpy().tolist() == [True, False]
+    pieces = to_token_lists(tokenizer(batch))
+    token_ids = np.zeros((2, len(pieces[0])), "int32")
+    for row, piece_ids in enumerate(pieces):
+        token_ids[row, : len(piece_ids)] = piece_ids
+    by_ids = signatures["translate_ids"](token_ids=tf.constant(token_ids))["token_ids"].numpy()
+    # No hypothesis ends early: each gives (source ids, EOS included) + max_extra_length ids,
+    # so the cut row decodes at positions 0 .. 12 + 3 = max_position - 1.
+    lengths = [LEARNED_MAX_SOURCE_LENGTH, len(pieces[1]) + 1]
+    assert len(pieces[0]) + 1 > LEARNED_MAX_SOURCE_LENGTH
+    assert (by_ids != 0).sum(axis=1).tolist() == [n + 3 for n in lengths]
+
+
+def test_overwrite_replaces_the_export_and_leaves_nothing_behind(
+    learned, learned_exported, trained, expected
+):
+    model, tokenizer, _, sentences, _ = trained
+    parent = os.path.dirname(learned_exported)
+    assert os.listdir(parent) == ["1"]  # no temporary or old directory left
+    with open(os.path.join(learned_exported, "saved_model.pb"), "rb") as file:
+        graph = file.read()
+    # Without overwrite the existing export is kept.
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
+        export_saved_model(model, tokenizer, learned_exported, **DECODING)
+    assert os.listdir(parent) == ["1"]
+    with open(os.path.join(learned_exported, "saved_model.pb"), "rb") as file:
+        assert file.read() == graph
+    serve = tf.saved_model.load(learned_exported).signatures["serving_default"]
+    batch = [sentences[0], sentences[5]]
+    served = [
+        t.decode("utf-8") for t in serve(sentences=tf.constant(batch))["translations"].numpy()
+    ]
+    assert served == learned[1].translate(batch)
+    assert served != [expected[0][0], expected[0][5]]  # what the first export served

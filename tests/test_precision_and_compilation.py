@@ -142,6 +142,8 @@ def test_loss_of_low_precision_logits_is_float32(policy):
 def test_compile_wraps_the_optimizer_in_loss_scaling_only_for_float16(
     tiny_config, global_policy, model_dtype, loss_scaled
 ):
+    # Keras' `compile` does the wrapping; this pins the contract docs/training.md states, and
+    # that the model hands its own dtype policy to its blocks (which Keras' choice reads).
     keras.config.set_dtype_policy(global_policy)
     model = Seq2SeqTransformer(tiny_config, dtype=model_dtype)
     adam = keras.optimizers.Adam(1e-3)
@@ -227,6 +229,8 @@ def test_xla_training_matches_the_uncompiled_step(tiny_config):
 
 
 def test_jit_compile_auto_resolves_per_backend(tiny_config):
+    # Keras resolves "auto", not this package: a contract docs/training.md relies on (the
+    # CPU TensorFlow default without XLA), so a Keras change shows here first.
     model = Seq2SeqTransformer(tiny_config)
     model.compile(optimizer="adam", loss=LabelSmoothedCrossEntropy())
     if BACKEND == "jax":
