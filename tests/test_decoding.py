@@ -97,8 +97,10 @@ def test_large_beam_finds_the_exhaustive_optimum(alpha):
     )(sources)
     for row, source in enumerate(sources):
         best_score, best_tokens = exhaustive_best(tiny, source, max_extra, alpha)
-        found = [t for t in to_numpy(tokens)[row, 0] if t != PAD]
-        assert found == best_tokens
+        # The whole row: a PAD emitted inside the output must not be filtered away.
+        row_tokens = to_numpy(tokens)[row, 0]
+        padding = [PAD] * (len(row_tokens) - len(best_tokens))
+        np.testing.assert_array_equal(row_tokens, best_tokens + padding)
         assert float(to_numpy(scores)[row, 0]) == pytest.approx(best_score, abs=1e-4)
 
 
@@ -151,26 +153,83 @@ def test_length_penalty_changes_the_choice():
     scripted = ScriptedModel()
     short = build_beam_search(scripted, bos_id=BOS, eos_id=EOS, beam_size=4, alpha=0.0)
     long = build_beam_search(scripted, bos_id=BOS, eos_id=EOS, beam_size=4, alpha=0.6)
-    short_tokens = [t for t in to_numpy(short(sources)[0])[0, 0] if t != PAD]
-    long_tokens = [t for t in to_numpy(long(sources)[0])[0, 0] if t != PAD]
+    short_tokens = to_numpy(short(sources)[0])[0, 0]
+    long_tokens = to_numpy(long(sources)[0])[0, 0]
     # Raw log-probability prefers stopping at once (0.55 against 0.45 * 0.999^9);
     # the length penalty of 0.6 prefers the 9-token hypothesis (10 with its EOS).
-    assert short_tokens == []
-    assert long_tokens == [4] + [5] * 8
+    width = 3 + 50 + 1  # source length + max_extra_length + the EOS slot
+    np.testing.assert_array_equal(short_tokens, [PAD] * width)
+    np.testing.assert_array_equal(long_tokens, [4] + [5] * 8 + [PAD] * (width - 9))
     assert float(to_numpy(length_penalty(11, 0.6))) == pytest.approx((16 / 6) ** 0.6, rel=1e-6)
 
 
-@pytest.mark.parametrize("beam_size", [1, 4])
-def test_output_never_exceeds_source_length_plus_50(beam_size):
+def best_result(search, sources):
+    """Tokens (batch, width) and scores (batch,) of the best hypothesis, greedy or beam."""
+    tokens, scores = (to_numpy(t) for t in search(sources))
+    return (tokens[:, 0], scores[:, 0]) if tokens.ndim == 3 else (tokens, scores)
+
+
+SEARCHES = {
+    "greedy": lambda model: build_greedy_search(model, bos_id=BOS, eos_id=EOS),
+    "beam1": lambda model: build_beam_search(model, bos_id=BOS, eos_id=EOS, beam_size=1),
+    "beam4": lambda model: build_beam_search(model, bos_id=BOS, eos_id=EOS, beam_size=4),
+}
+
+
+def penalty(search_name, num_tokens):
+    """The paper's lp(Y) = ((5 + |Y|) / 6) ** 0.6 (beam's default alpha), |Y| counting EOS."""
+    return 1.0 if search_name == "greedy" else ((5 + num_tokens) / 6) ** 0.6
+
+
+@pytest.mark.parametrize("search_name", list(SEARCHES))
+def test_output_never_exceeds_source_length_plus_50(search_name):
     # This decoder never wants to stop: only the limit ends it.
     scripted = ScriptedModel(p_stop=1e-6, p_continue=0.999, length=10**6)
     sources = np.zeros((3, 7), "int32")
     for row, length in enumerate((7, 3, 1)):
         sources[row, :length] = 6
-    search = build_beam_search(scripted, bos_id=BOS, eos_id=EOS, beam_size=beam_size)
-    tokens = to_numpy(search(sources)[0])[:, 0]
-    lengths = (tokens != PAD).sum(-1)
-    np.testing.assert_array_equal(lengths, [57, 53, 51])
+    tokens, scores = best_result(SEARCHES[search_name](scripted), sources)
+    width = 7 + 50 + 1
+    for row, limit in enumerate((57, 53, 51)):
+        # Token 4, then 5 until the limit of source length + 50 tokens, then the
+        # forced EOS (probability 1, so log-probability 0), shown as padding.
+        expected = [4] + [5] * (limit - 1) + [PAD] * (width - limit)
+        np.testing.assert_array_equal(tokens[row], expected)
+        log_prob = np.log(1 - 1e-6) + (limit - 1) * np.log(0.999)
+        expected_score = log_prob / penalty(search_name, limit + 1)
+        # float32 log-softmax errs by up to ~1.2e-7 a step (JAX's; TensorFlow's is exact here).
+        assert float(scores[row]) == pytest.approx(expected_score, abs=2e-7 * limit)
+
+
+class PadLovingModel(ScriptedModel):
+    """A scripted decoder that puts most of its probability on PAD (0.45) and BOS (0.34).
+
+    Of the tokens a search may emit, token 6 is the most probable (0.2) while
+    fewer than `length` tokens exist, then EOS (0.2); the rest get 0.002 each.
+    """
+
+    def decode(self, token_ids, cache, index):
+        vocab = np.arange(self.vocabulary_size)
+
+        def distribution(top):
+            p = np.where(vocab == top, 0.2, 0.002)
+            p = np.where(vocab == PAD, 0.45, np.where(vocab == BOS, 0.34, p))
+            return np.log(p).astype("float32")
+
+        late = ops.greater_equal(index, self.length)
+        logits = ops.where(late, distribution(EOS), distribution(6))
+        logits = ops.broadcast_to(logits[None, None, :], (ops.shape(token_ids)[0], 1, len(vocab)))
+        return logits, cache
+
+
+@pytest.mark.parametrize("search_name", list(SEARCHES))
+def test_padding_and_bos_are_never_emitted_even_when_most_probable(search_name):
+    sources = np.array([[7, 7, 0], [7, 7, 7]], "int32")
+    tokens, scores = best_result(SEARCHES[search_name](PadLovingModel(length=2)), sources)
+    # Whole rows: an emitted PAD would otherwise look like the end of the output.
+    np.testing.assert_array_equal(tokens, [[6, 6] + [PAD] * 52] * 2)
+    expected_score = 3 * np.log(0.2) / penalty(search_name, 3)  # 6, 6, EOS
+    np.testing.assert_allclose(scores, [expected_score] * 2, rtol=1e-5)
 
 
 def test_empty_source_yields_empty_output(model, sources):

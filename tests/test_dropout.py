@@ -126,3 +126,26 @@ def test_auto_uses_the_hash_exactly_when_tensorflow_compiles_with_xla():
     assert abs(np.corrcoef(kept.reshape(-1), hashed.reshape(-1))[0, 1]) < 5 / np.sqrt(x.size)
     eager = to_numpy(Dropout(0.5, seed=9)(x, training=True)) != 0
     np.testing.assert_array_equal(eager, kept)  # eager TensorFlow: Keras' masks too
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX default")
+@pytest.mark.parametrize("jit", [False, True])
+def test_auto_uses_the_hash_on_jax(jit):
+    import jax
+
+    rate, x = 0.3, np.full((64, 128), 2.0, "float32")
+    layer = Dropout(rate, seed=9)  # mask_generator="auto"
+    seed = to_numpy(layer.seed_generator.state).astype("uint32")  # the seed of the first call
+    if jit:  # the seed generator's state goes in as an argument, as in a training step
+        call = jax.jit(lambda t, n, v: layer.stateless_call(t, n, v, training=True)[0])
+        values = [
+            [v.value for v in vs]
+            for vs in (layer.trainable_variables, layer.non_trainable_variables)
+        ]
+        outputs = call(*values, x)
+    else:
+        outputs = layer(x, training=True)
+    kept = numpy_hash_bits(x.size, seed).reshape(x.shape) >= round(rate * 2**32)
+    np.testing.assert_array_equal(
+        to_numpy(outputs), np.where(kept, np.float32(2.0) / np.float32(1 - rate), np.float32(0))
+    )

@@ -38,6 +38,19 @@ def test_loss_matches_numpy_reference(eps):
     assert float(to_numpy(loss)) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize("reduction", ["mean_with_sample_weight", "sum"])
+def test_a_nonzero_pad_id_is_the_one_masked(reduction):
+    labels, logits = make_batch(np.random.default_rng(5))
+    labels[labels == 3] = 4
+    labels[labels == 0] = 3  # padding is 3 now
+    labels[1, :2] = 0  # and 0 a real token
+    expected, per_token, _ = numpy_reference(labels, logits, 0.1, pad_id=3)
+    if reduction == "sum":
+        expected = (per_token * (labels != 3)).sum()
+    loss = LabelSmoothedCrossEntropy(0.1, pad_id=3, reduction=reduction)(labels, logits)
+    assert float(to_numpy(loss)) == pytest.approx(expected, rel=1e-5)
+
+
 def test_padding_length_does_not_change_loss():
     rng = np.random.default_rng(1)
     labels, logits = make_batch(rng)
