@@ -5,7 +5,9 @@ base-size model (d_model 512, 6+6 layers, h 8), beam 4, alpha 0.6, once with the
 and once rerunning the whole decoder every step, and prints sentences/s, target tokens/s
 and their ratio. The model is untrained (speed does not depend on the weights); an
 untrained model never emits EOS, so `--max-extra-length 0` (the default here) caps each
-output at its source length, a realistic en-de translation length.
+output at its source length, a realistic en-de translation length. The two searches must
+return the same tokens (and scores within float32 rounding): the script exits with an error
+if they do not, since the cache would then not be a speed-up of the same search.
 
     python benchmarks/decoding_speed.py --data-dir ../shared/data/multi30k
 """
@@ -14,6 +16,10 @@ import argparse
 import os
 import sys
 import time
+
+# Largest |cached - uncached| / max(1, |score|) accepted: scores are sums of float32
+# log-probabilities that the two searches compute in a different order.
+SCORE_TOLERANCE = 1e-4
 
 
 def parse_args():
@@ -68,6 +74,7 @@ def main():
         f"beam={args.beam_size}"
     )
     results = {}
+    outputs = {}
     for use_cache in (True, False):
         search = build_beam_search(
             model,
@@ -78,25 +85,59 @@ def main():
             use_cache=use_cache,
         )
         start = time.perf_counter()
-        tokens = keras.ops.convert_to_numpy(search(source)[0])  # compiles
+        tokens, scores = search(source)  # compiles
+        tokens = keras.ops.convert_to_numpy(tokens)
         compile_seconds = time.perf_counter() - start
         timings = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            tokens, _ = search(source)
+            tokens, scores = search(source)
             tokens = keras.ops.convert_to_numpy(tokens)
             timings.append(time.perf_counter() - start)
         seconds = min(timings)
         target_tokens = int((tokens[:, 0] != 0).sum()) + len(chosen)  # + EOS
         name = "cached" if use_cache else "uncached"
         results[name] = (seconds, target_tokens)
+        outputs[name] = (tokens, keras.ops.convert_to_numpy(scores))
         print(
             f"{name:>9}: {len(chosen) / seconds:7.2f} sentences/s "
             f"{target_tokens / seconds:8.1f} target tokens/s "
             f"(best of {args.repeats}: {seconds:.2f}s; first call {compile_seconds:.1f}s)"
         )
+    check_same_output(outputs["cached"], outputs["uncached"])
     speedup = results["uncached"][0] / results["cached"][0]
     print(f"cached / uncached throughput: {speedup:.2f}x (target >= 3x)")
+
+
+def check_same_output(cached, uncached):
+    """Exits with an error unless both searches found the same tokens and scores."""
+    import numpy as np
+
+    (tokens, scores), (uncached_tokens, uncached_scores) = cached, uncached
+    if tokens.shape != uncached_tokens.shape:
+        sys.exit(
+            "error: cached and uncached beam search differ: token shapes "
+            f"{tokens.shape} != {uncached_tokens.shape}"
+        )
+    differing = np.flatnonzero((tokens != uncached_tokens).reshape(len(tokens), -1).any(axis=1))
+    if differing.size:
+        sys.exit(
+            "error: cached and uncached beam search differ: different tokens in "
+            f"{differing.size} of {len(tokens)} sentences (rows {differing.tolist()[:10]})"
+        )
+    same = scores == uncached_scores  # equal infinities too
+    with np.errstate(invalid="ignore"):  # inf - inf where both are -inf (masked by `same`)
+        relative = np.abs(scores - uncached_scores) / np.maximum(1.0, np.abs(scores))
+    score_difference = float(np.max(np.where(same, 0.0, relative)))
+    if not score_difference <= SCORE_TOLERANCE:  # NaN fails too
+        sys.exit(
+            "error: cached and uncached beam search differ: scores differ by up to "
+            f"{score_difference:.2e} relative (tolerance {SCORE_TOLERANCE:g})"
+        )
+    print(
+        f"cached == uncached: same tokens in all {len(tokens)} sentences, "
+        f"scores within {score_difference:.1e} relative"
+    )
 
 
 if __name__ == "__main__":

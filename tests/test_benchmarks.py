@@ -144,4 +144,8 @@ def test_decoding_speed_runs(data_dir):
         "--num-sentences", "2", "--min-tokens", "5", "--repeats", "1",
     )  # fmt: skip
     assert re.search(r"^ +cached: +[\d.]+ sentences/s", output, re.M), output
+    assert re.search(r"^ +uncached: +[\d.]+ sentences/s", output, re.M), output
+    # The second computation path: the script exits non-zero unless the uncached search
+    # returns the cached search's tokens (and scores up to rounding). No speed is asserted.
+    assert re.search(r"^cached == uncached: same tokens in all 2 sentences", output, re.M), output
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output

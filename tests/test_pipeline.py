@@ -1,4 +1,5 @@
 import collections
+import itertools
 import os
 import subprocess
 import sys
@@ -136,7 +137,7 @@ def test_shapes_are_bounded_by_buckets(corpus, tokenizer):
     assert list(summary.batches_per_bucket) == list(-(-counts // capacities))
 
 
-def test_order_depends_only_on_seed(tokenized):
+def test_order_depends_only_on_seed(tokenized, reference_ids):
     def epochs(seed):
         train = make_translation_dataset(tokenized, token_budget=500, max_length=96, seed=seed)
         return [[labels.tobytes() for _, _, labels in epoch]
@@ -146,10 +147,28 @@ def test_order_depends_only_on_seed(tokenized):
     assert first == again
     assert first[0] != first[1]  # reshuffled every epoch
     assert first[0] != other[0]
-    unshuffled = make_translation_dataset(tokenized, token_budget=500, max_length=96,
-                                          shuffle=False, repeat=False)  # fmt: skip
-    batches = list(unshuffled.dataset)
-    assert len(batches) == unshuffled.steps_per_epoch
+
+    def unshuffled(seed):
+        train = make_translation_dataset(tokenized, token_budget=500, max_length=96,
+                                         shuffle=False, repeat=False, seed=seed)  # fmt: skip
+        (epoch,) = take_epochs(train)
+        assert len(list(train.dataset)) == train.steps_per_epoch  # one epoch, then the end
+        return train, epoch
+
+    train, plain = unshuffled(3)
+    _, plain_other = unshuffled(4)
+    # Without shuffling the seed has no say: the same batches, row for row.
+    assert len(plain) == len(plain_other)
+    for batch, other_batch in zip(plain, plain_other, strict=True):
+        for part, other_part in zip(batch, other_batch, strict=True):
+            np.testing.assert_array_equal(part, other_part)
+    # ...and each bucket's pairs come in corpus order (pair length: the longer side + 1).
+    sources, targets = reference_ids
+    pairs = [(tuple(s), tuple(t)) for s, t in zip(sources, targets, strict=True)]
+    for low, high in itertools.pairwise((0, *train.buckets.boundaries)):
+        expected = [(s, t) for s, t in pairs if low < max(len(s), len(t)) + 1 <= high]
+        batches = [batch for batch in plain if batch[2].shape[1] == high]
+        assert decode_rows(batches) == expected, high
 
 
 def test_long_pairs_are_dropped_and_counted(tokenized, reference_ids, caplog):
@@ -170,14 +189,21 @@ def test_long_pairs_are_dropped_and_counted(tokenized, reference_ids, caplog):
         make_translation_dataset(tokenized, token_budget=256, max_length=8, min_bucket_length=8)
 
 
-def test_replicas_get_equal_slices_within_budget(tokenized):
+def test_replicas_get_equal_slices_within_budget(tokenized, reference_ids):
     train = make_translation_dataset(tokenized, token_budget=400, max_length=96, num_replicas=4)
     assert all(size % 4 == 0 for size in train.summary.batch_sizes)
+    assert train.summary.dropped_too_long == 0
     (epoch,) = take_epochs(train)
     for _, _, labels in epoch:
         assert labels.shape[0] % 4 == 0
         assert labels.shape[0] // 4 * labels.shape[1] <= 400
     assert train.summary.max_tokens_per_replica <= 400
+    # Rounding batch sizes up to a multiple of the replicas adds padding rows only:
+    # no pair is dropped or repeated to fill them.
+    expected = collections.Counter(
+        (tuple(s), tuple(t)) for s, t in zip(*reference_ids, strict=True)
+    )
+    assert collections.Counter(decode_rows(epoch)) == expected
 
 
 def test_length_buckets():
