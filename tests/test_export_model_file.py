@@ -111,9 +111,14 @@ def test_command_reports_bad_invocations_in_one_line(tmp_path, capsys):
 )
 def test_command_exports_averaged_weights(tiny_config, tokenizer, tmp_path):
     """`--weights` + `--config` + `--tokenizer`, e.g. after checkpoint averaging."""
-    config = tiny_config.replace(vocabulary_size=120)
+    # A field that changes the outputs but not the weights' shapes: the export must take
+    # it from --config.
+    config = tiny_config.replace(vocabulary_size=120, scale_embeddings=False)
     model = Seq2SeqTransformer(config)
     model.build()
+    # Weights no initialization gives, large enough that each sentence translates differently.
+    rng = np.random.default_rng(0)
+    model.set_weights([w + rng.normal(0, 0.3, w.shape) for w in model.get_weights()])
     model.save_weights(tmp_path / "averaged.weights.h5")
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
     tokenizer.save_to_file(tmp_path / "vocabulary.model")
@@ -136,9 +141,10 @@ def test_command_exports_averaged_weights(tiny_config, tokenizer, tmp_path):
     )
     assert status == 0
     serve = tf.saved_model.load(str(output)).signatures["serving_default"]
-    sentences = ["Zwei Hunde laufen.", "A dog"]
+    sentences = ["Zwei Hunde laufen.", "A dog", "The baker has a bag."]
     translations = serve(sentences=tf.constant(sentences))["translations"].numpy()
     expected = Translator(model, tokenizer, beam_size=2, max_extra_length=3).translate(sentences)
+    assert len(set(expected) - {""}) == len(sentences)  # outputs that depend on the input
     assert [t.decode("utf-8") for t in translations] == expected
 
 

@@ -32,10 +32,26 @@ def tokenizer_and_model():
 
 def test_translate_restores_order_and_matches_one_by_one_decoding(tokenizer_and_model):
     tokenizer, model, english = tokenizer_and_model
-    sentences = [english[5], "", english[0][:12], "   ", english[3], english[1]]
-    translator = Translator(model, tokenizer, max_extra_length=3, batch_tokens=64)
+    # Sources of distinct lengths (4 to 43 ids with EOS), shuffled, with blanks between.
+    sentences = [
+        english[5],
+        "",
+        english[0][:12],
+        english[2][:10],
+        "   ",
+        english[1][:5],
+        english[3][:8],
+    ]
+    # batch_tokens=32: three batches, (batch, bucket) = (3 -> 4, 8), (1, 16), (1, 64), so
+    # results come back in a new order both across batches and within one.
+    translator = Translator(model, tokenizer, max_extra_length=3, batch_tokens=32)
+    search, shapes = translator._search, []
+    translator._search = lambda ids: shapes.append(ids.shape) or search(ids)
     translations, scores = translator.translate(sentences, return_scores=True)
-    assert translations[1] == "" and translations[3] == ""
+    assert shapes == [(4, 8), (1, 16), (1, 64)]
+    assert translations[1] == "" and translations[4] == ""
+    # Every sentence translates differently, so any mix-up of the order is seen below.
+    assert len(set(translations) - {""}) == 5
 
     search = build_beam_search(
         model, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, max_extra_length=3
