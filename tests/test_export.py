@@ -82,6 +82,11 @@ FRESH_PROCESS_SCRIPT = (
     )
 )
 
+# A one-layer width-16 model over a 160-piece vocabulary: seconds to train and export.
+TINY_SIZES = dict(
+    vocabulary_size=160, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32, dropout=0.0
+)
+
 
 @pytest.fixture(scope="module")
 def trained():
@@ -91,12 +96,7 @@ def trained():
     keras.utils.set_random_seed(7)
     model = Seq2SeqTransformer(
         TransformerConfig(
-            vocabulary_size=160,
-            num_layers=1,
-            d_model=16,
-            num_heads=2,
-            intermediate_dim=32,
-            dropout=0.0,
+            **TINY_SIZES,
         )
     )
     pieces = [p for p in to_token_lists(tokenizer(english[:300])) if len(p) < 16][:256]
@@ -174,12 +174,7 @@ def learned(trained):
     keras.utils.set_random_seed(11)
     model = Seq2SeqTransformer(
         TransformerConfig(
-            vocabulary_size=160,
-            num_layers=1,
-            d_model=16,
-            num_heads=2,
-            intermediate_dim=32,
-            dropout=0.0,
+            **TINY_SIZES,
             position_embedding="learned",
             max_position=16,
         )
