@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from split_batch_loss import TOKEN_MEAN_PER_HALF
 
 COMMON = textwrap.dedent(
     """
@@ -78,8 +79,11 @@ TENSORFLOW = (
     )
 )
 
-JAX = COMMON + textwrap.dedent(
-    """
+JAX = (
+    COMMON
+    + TOKEN_MEAN_PER_HALF
+    + textwrap.dedent(
+        """
     import jax
     assert len(jax.devices()) == 2
 
@@ -90,16 +94,6 @@ JAX = COMMON + textwrap.dedent(
         def __call__(self, y_true, y_pred, sample_weight=None):
             jax.debug.inspect_array_sharding(y_true, callback=self.shardings.append)
             return super().__call__(y_true, y_pred, sample_weight)
-
-    class PerDeviceMean(LabelSmoothedCrossEntropy):
-        # What a token mean per device gives: DataParallel puts rows 0-1 on one device
-        # and rows 2-3 on the other; the two means are then averaged.
-        def __call__(self, y_true, y_pred, sample_weight=None):
-            losses = self.call(y_true, y_pred)
-            mask = keras.ops.cast(keras.ops.not_equal(y_true, 0), "float32")
-            means = [keras.ops.sum(losses[rows] * mask[rows]) / keras.ops.sum(mask[rows])
-                     for rows in (slice(0, 2), slice(2, 4))]
-            return (means[0] + means[1]) / 2
 
     keras.utils.set_random_seed(1)
     start, single = one_step(None, LabelSmoothedCrossEntropy())
@@ -112,7 +106,7 @@ JAX = COMMON + textwrap.dedent(
     model.fit(batches(), epochs=1, verbose=0)
     parallel = model.get_weights()
     target = loss.shardings[-1]
-    _, naive = one_step(start, PerDeviceMean())
+    _, naive = one_step(start, TokenMeanPerHalf())  # DataParallel: rows 0-1, 2-3 per device
     np.savez(OUT, start=np.concatenate([np.ravel(w) for w in start]),
              single=np.concatenate([np.ravel(w) for w in single]),
              parallel=np.concatenate([np.ravel(w) for w in parallel]),
@@ -122,6 +116,7 @@ JAX = COMMON + textwrap.dedent(
              variable_devices=[len(v.value.sharding.device_set) for v in model.weights],
              variable_replicated=[v.value.sharding.is_fully_replicated for v in model.weights])
     """
+    )
 )
 
 

@@ -15,8 +15,9 @@ import textwrap
 import time
 
 import numpy as np
+from split_batch_loss import TOKEN_MEAN_PER_HALF
 
-SCRIPT = textwrap.dedent(
+SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
     """
     import json
     import sys
@@ -56,21 +57,12 @@ SCRIPT = textwrap.dedent(
     np.save(out + ".npy", flat(model.get_weights()))
     np.save(out + "_start.npy", flat(start))
 
-    class PerWorkerMean(LabelSmoothedCrossEntropy):
-        # What each worker's own token mean, averaged over the workers, gives: the
-        # workers hold rows 0-1 and rows 2-3 of each global batch.
-        def __call__(self, y_true, y_pred, sample_weight=None):
-            losses = self.call(y_true, y_pred)
-            mask = keras.ops.cast(keras.ops.not_equal(y_true, 0), "float32")
-            means = [keras.ops.sum(losses[rows] * mask[rows]) / keras.ops.sum(mask[rows])
-                     for rows in (slice(0, 2), slice(2, 4))]
-            return (means[0] + means[1]) / 2
-
     if not distributed:  # the control, trained while the workers run
         naive = Seq2SeqTransformer(config)
         naive.build()
         naive.set_weights(start)
-        naive.compile(optimizer=keras.optimizers.SGD(0.5), loss=PerWorkerMean())
+        # Each worker's own token mean, averaged over the workers.
+        naive.compile(optimizer=keras.optimizers.SGD(0.5), loss=TokenMeanPerHalf())
         naive.fit(dataset, epochs=2, verbose=0)
         np.save(out + "_naive.npy", flat(naive.get_weights()))
     with open(out + ".json", "w") as f:
