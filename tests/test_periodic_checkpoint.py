@@ -22,6 +22,17 @@ def checkpoint_names(steps):
     return [f"ckpt-{s:08d}.weights.h5" for s in steps]
 
 
+def train_two_per_step(config, steps, callbacks):
+    """Trains a fresh model for `steps` steps of 2 examples with `callbacks`; returns it."""
+    inputs = token_inputs(config, 2 * steps)
+    model = Seq2SeqTransformer(config)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    model.fit(
+        inputs, inputs["decoder_token_ids"], batch_size=2, epochs=1, verbose=0, callbacks=callbacks
+    )
+    return model
+
+
 class RecordDirectory(keras.callbacks.Callback):
     """Lists the checkpoint directory after every batch (runs after the checkpoint callback)."""
 
@@ -35,22 +46,12 @@ class RecordDirectory(keras.callbacks.Callback):
 
 
 def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, tmp_path):
-    inputs = token_inputs(tiny_config, 12)
-    model = Seq2SeqTransformer(tiny_config)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     # Six steps, a save at each even one: keep=2 must delete step 2 at step 6.
     callback = PeriodicCheckpoint(
         tmp_path, every_steps=2, every_minutes=None, keep=2, average_last=2
     )
     record = RecordDirectory(tmp_path)
-    model.fit(
-        inputs,
-        inputs["decoder_token_ids"],
-        batch_size=2,
-        epochs=1,
-        verbose=0,
-        callbacks=[callback, record],
-    )
+    model = train_two_per_step(tiny_config, 6, [callback, record])
     assert callback.saved == [str(tmp_path / name) for name in checkpoint_names((2, 4, 6))]
     # Pruning happens at each save, oldest first, not only at the end.
     after_each_step = [[], [2], [2], [2, 4], [2, 4], [4, 6]]
@@ -86,21 +87,11 @@ def test_checkpoints_every_n_minutes_of_a_fake_clock(tiny_config, tmp_path, monk
         def on_train_batch_end(self, batch, logs=None):
             now[0] += durations[batch]
 
-    inputs = token_inputs(tiny_config, 2 * len(durations))
-    model = Seq2SeqTransformer(tiny_config)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     callback = PeriodicCheckpoint(
         tmp_path, every_steps=None, every_minutes=1, keep=10, average_last=None
     )
     record = RecordDirectory(tmp_path)
-    model.fit(
-        inputs,
-        inputs["decoder_token_ids"],
-        batch_size=2,
-        epochs=1,
-        verbose=0,
-        callbacks=[Tick(), callback, record],
-    )
+    train_two_per_step(tiny_config, len(durations), [Tick(), callback, record])
     after_each_step = [[], [2], [2, 3], [2, 3], [2, 3], [2, 3, 6], [2, 3, 6, 7], [2, 3, 6, 7]]
     assert record.listings == [checkpoint_names(steps) for steps in after_each_step]
     # Training ends with a save of the final step.
