@@ -206,6 +206,38 @@ def test_replicas_get_equal_slices_within_budget(tokenized, reference_ids):
     assert collections.Counter(decode_rows(epoch)) == expected
 
 
+def test_process_shares_make_up_the_global_batches(tokenized):
+    # JAX multi-process: P processes each yield rows [i b, (i + 1) b) of every global batch.
+    settings = {"token_budget": 300, "max_length": 64, "num_replicas": 4, "seed": 3}
+    (whole,) = take_epochs(make_translation_dataset(tokenized, **settings))
+    shares = [
+        take_epochs(make_translation_dataset(
+            tokenized, **settings, num_processes=2, process_index=index))[0]
+        for index in range(2)
+    ]  # fmt: skip
+    assert len(shares[0]) == len(shares[1]) == len(whole)
+    for step, batch in enumerate(whole):
+        for part, first, second in zip(batch, shares[0][step], shares[1][step], strict=True):
+            half = part.shape[0] // 2
+            assert first.shape == second.shape == (half, part.shape[1])
+            np.testing.assert_array_equal(first, part[:half])
+            np.testing.assert_array_equal(second, part[half:])
+    # Some global batch is partly padding rows, so some share ends in (or is all) padding.
+    assert any((labels == PAD).all(axis=1).any() for _, _, labels in shares[1])
+
+    # Accumulation weights count the tokens of the whole group, not of one share.
+    settings["accumulation_steps"] = 2
+    whole = list(make_translation_dataset(tokenized, **settings).dataset.take(4))
+    share = list(
+        make_translation_dataset(tokenized, **settings, num_processes=2, process_index=1)
+        .dataset.take(4)
+    )  # fmt: skip
+    for (_, labels, weights), (_, share_labels, share_weights) in zip(whole, share, strict=True):
+        half = labels.shape[0] // 2
+        np.testing.assert_array_equal(share_labels, labels[half:])
+        np.testing.assert_array_equal(share_weights, weights[half:])
+
+
 def test_length_buckets():
     buckets = LengthBuckets.geometric(max_length=200, min_length=8, growth=1.1)
     bounds = np.asarray(buckets.boundaries)
@@ -231,6 +263,9 @@ def test_length_buckets():
         ({"token_budget": 100, "max_length": 256}, "token_budget=100"),
         ({"bucket_growth": 1.0}, "bucket_growth"),
         ({"num_replicas": 0}, "num_replicas"),
+        ({"num_replicas": 3, "num_processes": 2}, "num_replicas=3, num_processes=2"),
+        ({"num_replicas": 2, "num_processes": 2, "process_index": 2}, "process_index=2"),
+        ({"process_index": -1}, "process_index=-1"),
         ({"max_length": 100, "length_multiple": 8}, "length_multiple=8"),
         ({"bos_id": 0}, "distinct"),
     ],

@@ -30,6 +30,13 @@ class PipelineConfig(DataclassConfig):
     # Replicas the global batch is split over (`strategy.num_replicas_in_sync`);
     # batch sizes are multiples of it and the budget holds per replica.
     num_replicas: int = 1
+    # JAX multi-process training (`keras.distribution.initialize()`, one process per
+    # host): the number of processes, and this one's index (`jax.process_index()`).
+    # Every process builds the same global batches and yields its own consecutive
+    # `1 / num_processes` of each one's rows, as `DataParallel(auto_shard_dataset=False)`
+    # expects. Leave both at their defaults for tf.distribute, which shards by itself.
+    num_processes: int = 1
+    process_index: int = 0
     # Batches whose gradients are accumulated into one update (the optimizer's
     # `accumulation_steps`). Above 1, the dataset also yields per-token weights
     # `k / (real target tokens in the k batches)` for a loss with
@@ -57,11 +64,27 @@ class PipelineConfig(DataclassConfig):
             "min_bucket_length",
             "length_multiple",
             "num_replicas",
+            "num_processes",
             "accumulation_steps",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        if self.num_replicas % self.num_processes:
+            raise ValueError(
+                "`num_replicas` (devices over all processes) must be a multiple of "
+                f"`num_processes`. Received: num_replicas={self.num_replicas}, "
+                f"num_processes={self.num_processes}"
+            )
+        index = self.process_index
+        if isinstance(index, bool) or not isinstance(index, int):
+            index = None
+        if index is None or not 0 <= index < self.num_processes:
+            raise ValueError(
+                f"`process_index` must be an int in [0, {self.num_processes}) "
+                f"(num_processes={self.num_processes}). Received: "
+                f"process_index={self.process_index!r}"
+            )
         if not self.bucket_growth > 1.0:
             raise ValueError(
                 f"`bucket_growth` must be > 1. Received: bucket_growth={self.bucket_growth!r}"

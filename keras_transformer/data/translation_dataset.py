@@ -23,6 +23,8 @@ class TranslationDataset:
     padded with `pad_id`: encoder = source (+ EOS), decoder = BOS + target,
     labels = target + EOS. All three share the bucket's length and each
     bucket one batch size, so there are at most `len(buckets)` shapes.
+    With `num_processes = P > 1` each batch holds this process's `1 / P` of
+    the global batch's rows; `summary` describes the global batches.
     With `accumulation_steps = k > 1` a third element, float32 token weights
     (batch, length), equals `k / n` where `n` counts the real target tokens
     of the k consecutive batches accumulated into one update.
@@ -91,6 +93,15 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, start_step=0, 
     >>> train = make_translation_dataset(
     ...     corpus, tokenizer, num_replicas=strategy.num_replicas_in_sync)
     >>> distributed = strategy.experimental_distribute_dataset(train.dataset)
+
+    JAX on several hosts (after `keras.distribution.initialize()`): every
+    process yields its share of each global batch.
+
+    >>> keras.distribution.set_distribution(
+    ...     keras.distribution.DataParallel(auto_shard_dataset=False))
+    >>> train = make_translation_dataset(
+    ...     corpus, tokenizer, num_replicas=jax.device_count(),
+    ...     num_processes=jax.process_count(), process_index=jax.process_index())
 
     Token-weighted gradient accumulation over 4 batches:
 
@@ -236,7 +247,12 @@ def _bucketed_dataset(
 
     def to_model_inputs(indices, weight=None):  # indices: (rows,) int64, rows <= bucket size
         bucket = tf.gather(bucket_of, indices[0])
-        shape = tf.stack([tf.gather(batch_sizes, bucket), tf.gather(boundaries, bucket)])
+        batch_size = tf.gather(batch_sizes, bucket) // config.num_processes  # this process's
+        shape = tf.stack([batch_size, tf.gather(boundaries, bucket)])
+        if config.num_processes > 1:
+            # Rows [i b, (i + 1) b) of the global batch; a share past the last real row is
+            # all padding rows. The accumulation weight was computed on the whole group.
+            indices = indices[config.process_index * batch_size :][:batch_size]
         rows = tf.shape(indices, out_type=tf.int64)[0]
 
         def column(token_id):  # (rows, 1) ragged

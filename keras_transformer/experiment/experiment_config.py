@@ -70,7 +70,8 @@ class ExperimentConfig(DataclassConfig):
     # Write a TF Serving SavedModel of the averaged model at the end.
     export: bool = True
     # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),
-    # "data_parallel" (JAX keras.distribution over all devices).
+    # "data_parallel" (JAX keras.distribution over all devices; over several processes
+    # when KERAS_DISTRIBUTION_NUM_PROCESSES > 1, see docs/architecture.md).
     distribution: str = "none"
     # Mixed precision policy: None (float32), "mixed_bfloat16" or "mixed_float16".
     precision: str | None = None

@@ -153,7 +153,9 @@ def build_parser(defaults, description, prog=None):
         choices=DISTRIBUTIONS,
         default=defaults.distribution,
         help="mirrored: all local GPUs (TensorFlow); multi_worker: one process per machine "
-        "with TF_CONFIG (TensorFlow); data_parallel: all devices (JAX). "
+        "with TF_CONFIG (TensorFlow); data_parallel: all devices (JAX), and with "
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID one process per "
+        "machine, each with its own --output-dir. "
         f"Default: {defaults.distribution}",
     )
     add(

@@ -39,6 +39,9 @@ from keras_transformer.text.text_files import (
 )
 from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
 
+# Keras' variable for the number of JAX processes (`keras.distribution.initialize`).
+PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+
 logger = logging.getLogger("keras_transformer.experiment")
 # Test sentences printed with their translations, and translated by the SavedModel.
 NUM_EXAMPLES = 3
@@ -116,16 +119,45 @@ def _tokenizer(config, corpus, output_dir):
     )
 
 
+def _jax_processes_requested():
+    """`KERAS_DISTRIBUTION_NUM_PROCESSES` as an int (1 when unset)."""
+    value = os.environ.get(PROCESSES_VARIABLE, "1")
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(
+            f"The environment variable {PROCESSES_VARIABLE} must be a positive int (the "
+            f"number of JAX processes). Received: {value!r}"
+        )
+    return count
+
+
 def _strategy_scope(config):
-    """The distribution context of `config.distribution` and its number of replicas."""
+    """The distribution of `config.distribution`: its context, replicas and process share.
+
+    Runs before anything else touches the backend: `keras.distribution.initialize()`
+    (JAX) and `MultiWorkerMirroredStrategy` (TensorFlow) must come first.
+    """
+    single = {"num_processes": 1, "process_index": 0}
     if config.distribution == "none":
-        return contextlib.nullcontext(), 1
+        return contextlib.nullcontext(), 1, single
     if config.distribution == "data_parallel":
         if keras.backend.backend() != "jax":
             raise ValueError("distribution='data_parallel' is the JAX backend's; use 'mirrored'.")
-        distribution = keras.distribution.DataParallel()
-        keras.distribution.set_distribution(distribution)
-        return contextlib.nullcontext(), len(keras.distribution.list_devices())
+        import jax
+
+        if _jax_processes_requested() > 1 and not jax.distributed.is_initialized():
+            # Coordinator address and this process's index from KERAS_DISTRIBUTION_*.
+            keras.distribution.initialize()
+        processes = {"num_processes": jax.process_count(), "process_index": jax.process_index()}
+        # Several processes: each feeds its own share of every global batch (the
+        # pipeline's `process_index`), since Keras can only shard fixed-size batches.
+        keras.distribution.set_distribution(
+            keras.distribution.DataParallel(auto_shard_dataset=processes["num_processes"] == 1)
+        )
+        return contextlib.nullcontext(), jax.device_count(), processes
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
             f"distribution={config.distribution!r} needs the TensorFlow backend; on JAX use "
@@ -138,7 +170,7 @@ def _strategy_scope(config):
         if config.distribution == "mirrored"
         else tf.distribute.MultiWorkerMirroredStrategy()
     )
-    return strategy.scope(), strategy.num_replicas_in_sync
+    return strategy.scope(), strategy.num_replicas_in_sync, single
 
 
 def run_experiment(config):
@@ -166,6 +198,7 @@ def run_experiment(config):
     start_time = time.time()
     output_dir = os.path.abspath(config.output_dir)
     _prepare_output_dir(output_dir)
+    scope, replicas, processes = _strategy_scope(config)
     if config.precision is not None:
         keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
@@ -183,7 +216,6 @@ def run_experiment(config):
     preset = get_preset(config.preset)
     train_steps = config.train_steps or preset.train_steps
     average_last = config.average_last or preset.averaged_checkpoints
-    scope, replicas = _strategy_scope(config)
     with scope:
         model = Seq2SeqTransformer(
             preset.config(tokenizer.vocabulary_size(), **config.model_overrides)
@@ -217,6 +249,7 @@ def run_experiment(config):
         tokenizer,
         token_budget=config.token_budget,
         num_replicas=replicas,
+        **processes,
         accumulation_steps=config.accumulation_steps,
         seed=config.seed,
         start_step=start,
