@@ -4,6 +4,21 @@ import socket
 import subprocess
 import time
 
+import keras
+import pytest
+
+
+def once_per_suite(backend):
+    """Runs the test only in the suite run under `backend`.
+
+    For tests that start their own `backend` processes: the suite under the other backend
+    would repeat the same work (CI runs the suite once per backend).
+    """
+    return pytest.mark.skipif(
+        keras.backend.backend() != backend,
+        reason=f"starts its own {backend} processes; runs under KERAS_BACKEND={backend}",
+    )
+
 
 def free_ports(count):
     sockets = [socket.socket() for _ in range(count)]

@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
+from process_group import once_per_suite
 from split_batch_loss import TOKEN_MEAN_PER_HALF
 
 COMMON = textwrap.dedent(
@@ -134,6 +134,7 @@ def run(script, backend, tmp_path, extra_env=None):
     return np.load(out)
 
 
+@once_per_suite("tensorflow")
 def test_mirrored_strategy_step_equals_one_device(tmp_path):
     weights = run(TENSORFLOW, "tensorflow", tmp_path)
     np.testing.assert_allclose(weights["parallel"], weights["single"], atol=1e-5)
@@ -141,8 +142,8 @@ def test_mirrored_strategy_step_equals_one_device(tmp_path):
     assert np.abs(weights["naive"] - weights["single"]).max() > 1e-3
 
 
+@once_per_suite("jax")
 def test_jax_data_parallel_step_equals_one_device(tmp_path):
-    pytest.importorskip("jax")
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     weights = run(JAX, "jax", tmp_path, {"XLA_FLAGS": flags.strip()})
     # DataParallel was applied: every weight is replicated on both devices and the global

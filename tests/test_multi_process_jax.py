@@ -13,16 +13,12 @@ import os
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
-from process_group import free_ports, run_all
+from process_group import free_ports, once_per_suite, run_all
 from split_batch_loss import TOKEN_MEAN_PER_HALF
 
-pytestmark = pytest.mark.skipif(
-    keras.backend.backend() != "jax",
-    reason="runs JAX processes; once per CI run, under the JAX backend",
-)
+pytestmark = once_per_suite("jax")
 
 SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
     """

@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import numpy as np
-from process_group import free_ports, run_all
+from process_group import free_ports, once_per_suite, run_all
 from split_batch_loss import TOKEN_MEAN_PER_HALF
 
 SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
@@ -72,6 +72,7 @@ SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
 NAMES = ("worker0", "worker1", "single")
 
 
+@once_per_suite("tensorflow")
 def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}

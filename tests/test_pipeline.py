@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import sentencepiece as spm
+from process_group import once_per_suite
 
 from keras_transformer.data import (
     LengthBuckets,
@@ -333,6 +334,7 @@ DISTRIBUTED_SCRIPT = textwrap.dedent(
 )
 
 
+@once_per_suite("tensorflow")
 def test_experimental_distribute_dataset_splits_batches_evenly():
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run(
