@@ -1,11 +1,17 @@
-"""Runs a group of cooperating processes (workers of one job) for the multi-process tests."""
+"""Runs a group of cooperating processes (workers of one job) for the multi-process tests,
+and the small `wmt14_base.py` run those tests launch on every process."""
 
+import os
 import socket
 import subprocess
+import sys
 import time
 
 import keras
+import numpy as np
 import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def once_per_suite(backend):
@@ -60,3 +66,39 @@ def run_all(commands, tmp_path, timeout=300):
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def write_recipe_data(directory):
+    """Generated WMT-named splits: train.{en,de}, valid.{en,de}, newstest2014.{en,de}."""
+    from keras_transformer.text import write_synthetic_corpus
+
+    write_synthetic_corpus(directory, train_size=400, valid_size=10, test_size=12, seed=3)
+    for language in ("en", "de"):
+        os.replace(directory / f"test.{language}", directory / f"newstest2014.{language}")
+
+
+def recipe_command(data, output, distribution, *arguments):
+    """A 6-step `wmt14_base.py` run of a one-layer width-32 model, checkpoints at 3 and 6."""
+    return [
+        sys.executable, os.path.join(ROOT, "recipes", "wmt14_base.py"),
+        "--data-dir", str(data), "--output-dir", str(output), "--distribution", distribution,
+        "--max-steps", "6", "--vocabulary-size", "300", "--token-budget", "256",
+        "--checkpoint-every-steps", "3", "--verbose", "0",
+        "--warmup-steps", "4",  # updates large enough for comparisons of weights to fail
+        "--model-override", "num_layers=1", "--model-override", "d_model=32",
+        "--model-override", "num_heads=2", "--model-override", "intermediate_dim=64",
+        *arguments,
+    ]  # fmt: skip
+
+
+def checkpoint_weights(output, step):
+    """Every array of a run's checkpoint at `step`, flattened into one vector."""
+    import h5py
+
+    values = []
+    with h5py.File(output / "checkpoints" / f"ckpt-{step:08d}.weights.h5") as file:
+        file.visititems(
+            lambda key, item: values.append(np.ravel(item[()]))
+            if isinstance(item, h5py.Dataset) else None
+        )  # fmt: skip
+    return np.concatenate(values)

@@ -15,7 +15,15 @@ import textwrap
 
 import numpy as np
 import pytest
-from process_group import free_ports, once_per_suite, run_all
+from process_group import (
+    ROOT,
+    checkpoint_weights,
+    free_ports,
+    once_per_suite,
+    recipe_command,
+    run_all,
+    write_recipe_data,
+)
 from split_batch_loss import TOKEN_MEAN_PER_HALF
 
 pytestmark = once_per_suite("jax")
@@ -121,61 +129,29 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path):
 @pytest.mark.slow
 def test_recipe_on_two_processes_equals_two_devices_in_one(tmp_path):
     """`wmt14_base.py --distribution data_parallel` run as two processes, one device each."""
-    import h5py
-
-    from keras_transformer.text import write_synthetic_corpus
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    data = tmp_path / "data"
-    write_synthetic_corpus(data, train_size=400, valid_size=10, test_size=12, seed=3)
-    for language in ("en", "de"):
-        os.replace(data / f"test.{language}", data / f"newstest2014.{language}")
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": root}
+    write_recipe_data(tmp_path / "data")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     env.pop("XLA_FLAGS", None)
-
-    def command(name):
-        return [
-            sys.executable, os.path.join(root, "recipes", "wmt14_base.py"),
-            "--data-dir", str(data), "--output-dir", str(tmp_path / name),
-            "--distribution", "data_parallel", "--max-steps", "6", "--vocabulary-size", "300",
-            "--token-budget", "256", "--checkpoint-every-steps", "3", "--no-export",
-            "--warmup-steps", "4",  # updates large enough for the comparison to fail
-            "--verbose", "0", "--model-override", "num_layers=1", "--model-override",
-            "d_model=32", "--model-override", "num_heads=2", "--model-override",
-            "intermediate_dim=64",
-        ]  # fmt: skip
-
     (port,) = free_ports(1)
     cluster = {
         "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
         "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
     }
     commands = {
-        f"process{index}": (
-            command(f"process{index}"),
-            {**env, **cluster, "KERAS_DISTRIBUTION_PROCESS_ID": str(index)},
-        )
-        for index in range(2)
-    }
+        name: (recipe_command(tmp_path / "data", tmp_path / name, "data_parallel", "--no-export"),
+               {**env, **cluster, "KERAS_DISTRIBUTION_PROCESS_ID": str(index)})
+        for index, name in enumerate(NAMES[:2])
+    }  # fmt: skip
     # The same global batches on one process with two host devices.
     two_devices = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    commands["single"] = (command("single"), two_devices)
+    single = recipe_command(tmp_path / "data", tmp_path / "single", "data_parallel", "--no-export")
+    commands["single"] = (single, two_devices)
     run_all(commands, tmp_path, timeout=900)
 
-    def weights(name, step=6):
-        values = []
-        path = tmp_path / name / "checkpoints" / f"ckpt-{step:08d}.weights.h5"
-        with h5py.File(path) as file:
-            file.visititems(
-                lambda key, item: values.append(np.ravel(item[()]))
-                if isinstance(item, h5py.Dataset) else None
-            )  # fmt: skip
-        return np.concatenate(values)
-
-    first, second, single = (weights(name) for name in NAMES)
+    first, second, single = (checkpoint_weights(tmp_path / name, 6) for name in NAMES)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
-    assert np.abs(single - weights("single", step=3)).max() > 1e-2
+    assert np.abs(single - checkpoint_weights(tmp_path / "single", 3)).max() > 1e-2
     translations = {
         name: (tmp_path / name / "newstest2014.de.hyp").read_text(encoding="utf-8")
         for name in NAMES

@@ -12,7 +12,15 @@ import sys
 import textwrap
 
 import numpy as np
-from process_group import free_ports, once_per_suite, run_all
+from process_group import (
+    ROOT,
+    checkpoint_weights,
+    free_ports,
+    once_per_suite,
+    recipe_command,
+    run_all,
+    write_recipe_data,
+)
 from split_batch_loss import TOKEN_MEAN_PER_HALF
 
 SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
@@ -104,3 +112,31 @@ def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
     assert first == second
     np.testing.assert_allclose(first["fit"], single["fit"], rtol=0, atol=1e-5)
     np.testing.assert_allclose(first["evaluate"], single["evaluate"], rtol=0, atol=1e-5)
+
+
+@once_per_suite("tensorflow")
+def test_recipe_on_two_workers(tmp_path):
+    """`wmt14_base.py --distribution multi_worker` as two workers, each with its own output
+    directory, runs to the end (export included) with the same checkpoints and outputs.
+    That these equal one process is the test above's part."""
+    write_recipe_data(tmp_path / "data")
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": ROOT}  # fmt: skip
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    commands = {}
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        output = tmp_path / f"worker{index}"
+        commands[f"worker{index}"] = (
+            recipe_command(tmp_path / "data", output, "multi_worker"),
+            {**env, "TF_CONFIG": json.dumps(tf_config)},
+        )
+    run_all(commands, tmp_path, timeout=900)
+
+    first, second = (tmp_path / f"worker{index}" for index in range(2))
+    np.testing.assert_array_equal(checkpoint_weights(first, 6), checkpoint_weights(second, 6))
+    assert np.abs(checkpoint_weights(first, 6) - checkpoint_weights(first, 3)).max() > 1e-2
+    hypotheses = [output / "newstest2014.de.hyp" for output in (first, second)]
+    assert hypotheses[0].read_text() == hypotheses[1].read_text()
+    for output in (first, second):
+        assert (output / "saved_model" / "saved_model.pb").is_file()
