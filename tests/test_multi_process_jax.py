@@ -157,3 +157,14 @@ def test_recipe_on_two_processes_equals_two_devices_in_one(tmp_path):
         for name in NAMES
     }
     assert translations["process0"] == translations["process1"] == translations["single"]
+
+
+@pytest.mark.parametrize("value", ["two", "0"])
+def test_bad_process_count_is_named(tmp_path, monkeypatch, value):
+    from keras_transformer.experiment import ExperimentConfig, run_experiment
+
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", value)
+    config = ExperimentConfig(output_dir=str(tmp_path), distribution="data_parallel")
+    with pytest.raises(ValueError, match=f"KERAS_DISTRIBUTION_NUM_PROCESSES .* {value!r}"):
+        run_experiment(config)
+    assert os.listdir(tmp_path) == []  # failed before writing anything
