@@ -22,7 +22,7 @@ from saved_model_audit import REGISTERED_OPS_FUNCTION, audit_saved_model
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
-from keras_transformer.export import SETTINGS_FILE, export_saved_model
+from keras_transformer.export import SETTINGS_FILE, default_max_source_length, export_saved_model
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 
 DECODING = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 4, "max_source_length": 24}
@@ -450,3 +450,12 @@ def test_overwrite_replaces_the_export_and_leaves_nothing_behind(
     ]
     assert served == learned[1].translate(batch)
     assert served != [expected[0][0], expected[0][5]]  # what the first export served
+
+
+def test_default_source_limit_follows_the_position_encoding():
+    # Sinusoids have no table: every source position up to max_position is encodable, and
+    # decoding past it too. A learned table needs room for max_extra_length + 1 more.
+    sinusoidal = TransformerConfig(**TINY_SIZES, max_position=40)
+    assert default_max_source_length(sinusoidal, max_extra_length=4) == 40
+    learned = TransformerConfig(**TINY_SIZES, max_position=40, position_embedding="learned")
+    assert default_max_source_length(learned, max_extra_length=4) == 40 - 4 - 1
