@@ -68,6 +68,24 @@ def run_all(commands, tmp_path, timeout=300):
                 process.wait()
 
 
+def assert_group_matches_single(tmp_path, members, single="single"):
+    """Weights the scripts saved as NAME.npy, NAME_start.npy and SINGLE_naive.npy agree.
+
+    The group's members hold the same weights, equal to the single process's within 1e-5;
+    all started from the same weights; training moved them far beyond the tolerance; and a
+    per-member token mean (the naive control) lands elsewhere, so the comparison can fail.
+    """
+    first, second = (np.load(tmp_path / f"{name}.npy") for name in members)
+    alone = np.load(tmp_path / f"{single}.npy")
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(first, alone, rtol=0, atol=1e-5)
+    start = np.load(tmp_path / f"{single}_start.npy")
+    for name in members:
+        np.testing.assert_array_equal(np.load(tmp_path / f"{name}_start.npy"), start)
+    assert np.abs(alone - start).max() > 1e-2
+    assert np.abs(np.load(tmp_path / f"{single}_naive.npy") - alone).max() > 1e-3
+
+
 def write_recipe_data(directory):
     """Generated WMT-named splits: train.{en,de}, valid.{en,de}, newstest2014.{en,de}."""
     from keras_transformer.text import write_synthetic_corpus

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from process_group import (
     ROOT,
+    assert_group_matches_single,
     checkpoint_weights,
     free_ports,
     once_per_suite,
@@ -111,17 +112,7 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path):
     for local, whole in zip(logs["process1"]["shares"], logs["single"]["shares"], strict=True):
         assert local == [whole[0] // 2, whole[1]]
 
-    first, second, single = (np.load(tmp_path / f"{name}.npy") for name in NAMES)
-    np.testing.assert_array_equal(first, second)
-    np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
-    start = np.load(tmp_path / "single_start.npy")
-    for name in NAMES[:2]:
-        np.testing.assert_array_equal(np.load(tmp_path / f"{name}_start.npy"), start)
-    # Training moved the weights far beyond the tolerance, and a per-process token mean is
-    # measurably wrong on these batches: the comparison can fail.
-    assert np.abs(single - start).max() > 1e-2
-    assert np.abs(np.load(tmp_path / "single_naive.npy") - single).max() > 1e-3
-
+    assert_group_matches_single(tmp_path, NAMES[:2])
     assert logs["process0"]["loss"] == logs["process1"]["loss"]
     np.testing.assert_allclose(logs["process0"]["loss"], logs["single"]["loss"], atol=1e-5)
 
