@@ -95,12 +95,12 @@ def write_recipe_data(directory):
         os.replace(directory / f"test.{language}", directory / f"newstest2014.{language}")
 
 
-def recipe_command(data, output, distribution, *arguments):
-    """A 6-step `wmt14_base.py` run of a one-layer width-32 model, checkpoints at 3 and 6."""
+def recipe_command(data, output, distribution, *arguments, steps=6):
+    """A `steps`-step `wmt14_base.py` run of a one-layer width-32 model, checkpoints every 3."""
     return [
         sys.executable, os.path.join(ROOT, "recipes", "wmt14_base.py"),
         "--data-dir", str(data), "--output-dir", str(output), "--distribution", distribution,
-        "--max-steps", "6", "--vocabulary-size", "300", "--token-budget", "256",
+        "--max-steps", str(steps), "--vocabulary-size", "300", "--token-budget", "256",
         "--checkpoint-every-steps", "3", "--verbose", "0",
         "--warmup-steps", "4",  # updates large enough for comparisons of weights to fail
         "--model-override", "num_layers=1", "--model-override", "d_model=32",

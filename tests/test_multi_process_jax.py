@@ -119,30 +119,47 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path):
 
 @pytest.mark.slow
 def test_recipe_on_two_processes_equals_two_devices_in_one(tmp_path):
-    """`wmt14_base.py --distribution data_parallel` run as two processes, one device each."""
+    """`wmt14_base.py --distribution data_parallel` as two processes, one device each, stopped
+    after 6 steps and resumed to 9, against one process with two devices running 9 at once."""
     write_recipe_data(tmp_path / "data")
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     env.pop("XLA_FLAGS", None)
-    (port,) = free_ports(1)
-    cluster = {
-        "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
-        "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
-    }
-    commands = {
-        name: (recipe_command(tmp_path / "data", tmp_path / name, "data_parallel", "--no-export"),
-               {**env, **cluster, "KERAS_DISTRIBUTION_PROCESS_ID": str(index)})
-        for index, name in enumerate(NAMES[:2])
-    }  # fmt: skip
-    # The same global batches on one process with two host devices.
-    two_devices = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    single = recipe_command(tmp_path / "data", tmp_path / "single", "data_parallel", "--no-export")
-    commands["single"] = (single, two_devices)
-    run_all(commands, tmp_path, timeout=900)
 
+    def run_processes(steps, single_steps=None):
+        (port,) = free_ports(1)
+        cluster = {
+            "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
+            "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+        }
+        commands = {}
+        for index, name in enumerate(NAMES[:2]):
+            command = recipe_command(
+                tmp_path / "data", tmp_path / name, "data_parallel", "--no-export", steps=steps
+            )
+            commands[name] = (
+                command,
+                {**env, **cluster, "KERAS_DISTRIBUTION_PROCESS_ID": str(index)},
+            )
+        if single_steps is not None:  # the same global batches on one process, two devices
+            command = recipe_command(
+                tmp_path / "data", tmp_path / "single", "data_parallel", "--no-export",
+                steps=single_steps,
+            )  # fmt: skip
+            two_devices = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+            commands["single"] = (command, two_devices)
+        run_all(commands, tmp_path, timeout=900)
+
+    run_processes(6, single_steps=9)
     first, second, single = (checkpoint_weights(tmp_path / name, 6) for name in NAMES)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
     assert np.abs(single - checkpoint_weights(tmp_path / "single", 3)).max() > 1e-2
+
+    run_processes(9)  # resumes from each process's step-6 checkpoint
+    first, second, single = (checkpoint_weights(tmp_path / name, 9) for name in NAMES)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
+    assert np.abs(single - checkpoint_weights(tmp_path / "single", 6)).max() > 1e-2
     translations = {
         name: (tmp_path / name / "newstest2014.de.hyp").read_text(encoding="utf-8")
         for name in NAMES
