@@ -12,6 +12,11 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A one-layer width-32 model: a recipe's code path, minutes -> seconds.
+SMALL_MODEL = [
+    "--model-override", "num_layers=1", "--model-override", "d_model=32",
+    "--model-override", "num_heads=2", "--model-override", "intermediate_dim=64",
+]  # fmt: skip
 
 
 def once_per_suite(backend):
@@ -103,9 +108,7 @@ def recipe_command(data, output, distribution, *arguments, steps=6):
         "--max-steps", str(steps), "--vocabulary-size", "300", "--token-budget", "256",
         "--checkpoint-every-steps", "3", "--verbose", "0",
         "--warmup-steps", "4",  # updates large enough for comparisons of weights to fail
-        "--model-override", "num_layers=1", "--model-override", "d_model=32",
-        "--model-override", "num_heads=2", "--model-override", "intermediate_dim=64",
-        *arguments,
+        *SMALL_MODEL, *arguments,
     ]  # fmt: skip
 
 

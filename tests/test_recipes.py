@@ -9,16 +9,11 @@ import sys
 import keras
 import pytest
 import sacrebleu
+from process_group import SMALL_MODEL, write_recipe_data
 
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
-from keras_transformer.text import write_synthetic_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# A one-layer width-32 model: the recipe's code path, minutes -> seconds.
-SMALL = [
-    "--model-override", "num_layers=1", "--model-override", "d_model=32",
-    "--model-override", "num_heads=2", "--model-override", "intermediate_dim=64",
-]  # fmt: skip
 
 
 # Argument handling and table printing do not depend on the backend: run them once.
@@ -37,9 +32,7 @@ def run_recipe(name, *arguments):
 def wmt_files(tmp_path_factory):
     """WMT-named splits: train.{en,de} and newstest2014.{en,de}, generated."""
     directory = tmp_path_factory.mktemp("wmt14")
-    write_synthetic_corpus(directory, train_size=400, valid_size=10, test_size=12, seed=3)
-    for language in ("en", "de"):
-        os.replace(directory / f"test.{language}", directory / f"newstest2014.{language}")
+    write_recipe_data(directory)
     return directory
 
 
@@ -49,7 +42,7 @@ def wmt_run(wmt_files, tmp_path_factory):
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "512",
-        "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL,
+        "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
         "--valid-split", "valid", "--select-on-valid",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -119,7 +112,7 @@ def test_selection_without_valid_files_fails_before_training(tmp_path, wmt_files
     output = tmp_path / "run"
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
-        "--select-on-valid", "--valid-split", "missing", *SMALL,
+        "--select-on-valid", "--valid-split", "missing", *SMALL_MODEL,
     )  # fmt: skip
     assert result.returncode == 1
     one_error_line(result, "valid split", os.path.join(str(wmt_files), "missing.en"))
@@ -140,7 +133,7 @@ def test_checkpoint_of_another_architecture_is_one_line(wmt_run, wmt_files):
     output, _ = wmt_run
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
-        "--max-steps", "30", "--vocabulary-size", "300", *SMALL,
+        "--max-steps", "30", "--vocabulary-size", "300", *SMALL_MODEL,
         "--model-override", "intermediate_dim=96",
     )  # fmt: skip
     assert result.returncode == 1
@@ -193,7 +186,7 @@ def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
         "table3", "--data-dir", str(wmt_files), "--output-dir", str(tmp_path),
         "--valid-split", "valid", "--test-split", "newstest2014", "--max-steps", "3",
         "--vocabulary-size", "300", "--token-budget", "512", "--checkpoint-every-steps", "3",
-        "--verbose", "0", "--beam-size", "1", *SMALL, "--variants", "base", "table3-B2",
+        "--verbose", "0", "--beam-size", "1", *SMALL_MODEL, "--variants", "base", "table3-B2",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     header, rule, *table = result.stdout.strip().splitlines()[-4:]
