@@ -120,8 +120,14 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path):
 @pytest.mark.slow
 def test_recipe_on_two_processes_equals_two_devices_in_one(tmp_path):
     """`wmt14_base.py --distribution data_parallel` as two processes, one device each, stopped
-    after 6 steps and resumed to 9, against one process with two devices running 9 at once."""
+    after 6 steps and resumed to 9, against one process with two devices running 9 at once.
+    The two processes share one --output-dir: the second writes in its `process-1` folder."""
     write_recipe_data(tmp_path / "data")
+    outputs = {
+        "process0": tmp_path / "group",
+        "process1": tmp_path / "group" / "process-1",
+        "single": tmp_path / "single",
+    }
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     env.pop("XLA_FLAGS", None)
 
@@ -134,7 +140,7 @@ def test_recipe_on_two_processes_equals_two_devices_in_one(tmp_path):
         commands = {}
         for index, name in enumerate(NAMES[:2]):
             command = recipe_command(
-                tmp_path / "data", tmp_path / name, "data_parallel", "--no-export", steps=steps
+                tmp_path / "data", tmp_path / "group", "data_parallel", "--no-export", steps=steps
             )
             commands[name] = (
                 command,
@@ -150,19 +156,18 @@ def test_recipe_on_two_processes_equals_two_devices_in_one(tmp_path):
         run_all(commands, tmp_path, timeout=900)
 
     run_processes(6, single_steps=9)
-    first, second, single = (checkpoint_weights(tmp_path / name, 6) for name in NAMES)
+    first, second, single = (checkpoint_weights(outputs[name], 6) for name in NAMES)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
-    assert np.abs(single - checkpoint_weights(tmp_path / "single", 3)).max() > 1e-2
+    assert np.abs(single - checkpoint_weights(outputs["single"], 3)).max() > 1e-2
 
     run_processes(9)  # resumes from each process's step-6 checkpoint
-    first, second, single = (checkpoint_weights(tmp_path / name, 9) for name in NAMES)
+    first, second, single = (checkpoint_weights(outputs[name], 9) for name in NAMES)
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(first, single, rtol=0, atol=1e-5)
-    assert np.abs(single - checkpoint_weights(tmp_path / "single", 6)).max() > 1e-2
+    assert np.abs(single - checkpoint_weights(outputs["single"], 6)).max() > 1e-2
     translations = {
-        name: (tmp_path / name / "newstest2014.de.hyp").read_text(encoding="utf-8")
-        for name in NAMES
+        name: (outputs[name] / "newstest2014.de.hyp").read_text(encoding="utf-8") for name in NAMES
     }
     assert translations["process0"] == translations["process1"] == translations["single"]
 

@@ -107,9 +107,9 @@ def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
 
 @once_per_suite("tensorflow")
 def test_recipe_on_two_workers(tmp_path):
-    """`wmt14_base.py --distribution multi_worker` as two workers, each with its own output
-    directory, runs to the end (export included) with the same checkpoints and outputs.
-    That these equal one process is the test above's part."""
+    """`wmt14_base.py --distribution multi_worker` as two workers sharing one --output-dir
+    (the second writes in its `worker-1` folder) runs to the end, export included, with the
+    same checkpoints and outputs. That these equal one process is the test above's part."""
     write_recipe_data(tmp_path / "data")
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": ROOT}  # fmt: skip
@@ -117,14 +117,13 @@ def test_recipe_on_two_workers(tmp_path):
     commands = {}
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        output = tmp_path / f"worker{index}"
         commands[f"worker{index}"] = (
-            recipe_command(tmp_path / "data", output, "multi_worker"),
+            recipe_command(tmp_path / "data", tmp_path / "run", "multi_worker"),
             {**env, "TF_CONFIG": json.dumps(tf_config)},
         )
     run_all(commands, tmp_path, timeout=900)
 
-    first, second = (tmp_path / f"worker{index}" for index in range(2))
+    first, second = tmp_path / "run", tmp_path / "run" / "worker-1"
     np.testing.assert_array_equal(checkpoint_weights(first, 6), checkpoint_weights(second, 6))
     assert np.abs(checkpoint_weights(first, 6) - checkpoint_weights(first, 3)).max() > 1e-2
     hypotheses = [output / "newstest2014.de.hyp" for output in (first, second)]

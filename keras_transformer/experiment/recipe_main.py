@@ -155,7 +155,8 @@ def build_parser(defaults, description, prog=None):
         help="mirrored: all local GPUs (TensorFlow); multi_worker: one process per machine "
         "with TF_CONFIG (TensorFlow); data_parallel: all devices (JAX), and with "
         "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID one process per "
-        "machine, each with its own --output-dir. "
+        "machine. Processes after the first write in a subfolder of --output-dir "
+        "(worker-1, process-1, ...). "
         f"Default: {defaults.distribution}",
     )
     add(

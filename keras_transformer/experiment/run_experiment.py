@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import time
+import typing
 
 import keras
 
@@ -134,15 +135,23 @@ def _jax_processes_requested():
     return count
 
 
-def _strategy_scope(config):
-    """The distribution of `config.distribution`: its context, replicas and process share.
+class _Distribution(typing.NamedTuple):
+    scope: contextlib.AbstractContextManager  # entered to build and compile the model
+    replicas: int  # devices that share every global batch
+    processes: dict  # `num_processes` / `process_index` for the pipeline
+    # Subfolder of --output-dir for this process ("" for process 0 or the chief).
+    member_folder: str
+
+
+def _distribution(config):
+    """The distribution of `config.distribution`: context, replicas, process share, folder.
 
     Runs before anything else touches the backend: `keras.distribution.initialize()`
     (JAX) and `MultiWorkerMirroredStrategy` (TensorFlow) must come first.
     """
     single = {"num_processes": 1, "process_index": 0}
     if config.distribution == "none":
-        return contextlib.nullcontext(), 1, single
+        return _Distribution(contextlib.nullcontext(), 1, single, "")
     if config.distribution == "data_parallel":
         if keras.backend.backend() != "jax":
             raise ValueError("distribution='data_parallel' is the JAX backend's; use 'mirrored'.")
@@ -157,7 +166,8 @@ def _strategy_scope(config):
         keras.distribution.set_distribution(
             keras.distribution.DataParallel(auto_shard_dataset=processes["num_processes"] == 1)
         )
-        return contextlib.nullcontext(), jax.device_count(), processes
+        member = f"process-{jax.process_index()}" if jax.process_index() else ""
+        return _Distribution(contextlib.nullcontext(), jax.device_count(), processes, member)
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
             f"distribution={config.distribution!r} needs the TensorFlow backend; on JAX use "
@@ -165,12 +175,18 @@ def _strategy_scope(config):
         )
     import tensorflow as tf
 
-    strategy = (
-        tf.distribute.MirroredStrategy()
-        if config.distribution == "mirrored"
-        else tf.distribute.MultiWorkerMirroredStrategy()
-    )
-    return strategy.scope(), strategy.num_replicas_in_sync, single
+    if config.distribution == "mirrored":
+        strategy = tf.distribute.MirroredStrategy()
+        member = ""
+    else:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        resolver = strategy.cluster_resolver
+        member = (
+            ""
+            if strategy.extended.should_checkpoint
+            else f"{resolver.task_type}-{resolver.task_id}"
+        )
+    return _Distribution(strategy.scope(), strategy.num_replicas_in_sync, single, member)
 
 
 def run_experiment(config):
@@ -196,9 +212,11 @@ def run_experiment(config):
     if isinstance(config, dict):
         config = ExperimentConfig.from_dict(config)
     start_time = time.time()
-    output_dir = os.path.abspath(config.output_dir)
+    distribution = _distribution(config)
+    # Processes of one run may share --output-dir: each writes everything (all of them
+    # need their checkpoints to resume), so all but the first write in a subfolder.
+    output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
     _prepare_output_dir(output_dir)
-    scope, replicas, processes = _strategy_scope(config)
     if config.precision is not None:
         keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
@@ -216,7 +234,7 @@ def run_experiment(config):
     preset = get_preset(config.preset)
     train_steps = config.train_steps or preset.train_steps
     average_last = config.average_last or preset.averaged_checkpoints
-    with scope:
+    with distribution.scope:
         model = Seq2SeqTransformer(
             preset.config(tokenizer.vocabulary_size(), **config.model_overrides)
         )
@@ -248,8 +266,8 @@ def run_experiment(config):
         corpus,
         tokenizer,
         token_budget=config.token_budget,
-        num_replicas=replicas,
-        **processes,
+        num_replicas=distribution.replicas,
+        **distribution.processes,
         accumulation_steps=config.accumulation_steps,
         seed=config.seed,
         start_step=start,
