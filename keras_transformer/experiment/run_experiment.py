@@ -1,6 +1,5 @@
 """One training run end to end: data, vocabulary, fit, averaging, test scores, export."""
 
-import contextlib
 import dataclasses
 import glob
 import json
@@ -8,7 +7,6 @@ import logging
 import math
 import os
 import time
-import typing
 
 import keras
 
@@ -23,6 +21,7 @@ from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
+from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer, get_preset
 from keras_transformer.text import (
@@ -39,9 +38,6 @@ from keras_transformer.text.text_files import (
     write_lines_atomic,
 )
 from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
-
-# Keras' variable for the number of JAX processes (`keras.distribution.initialize`).
-PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"
 
 logger = logging.getLogger("keras_transformer.experiment")
 # Test sentences printed with their translations, and translated by the SavedModel.
@@ -120,75 +116,6 @@ def _tokenizer(config, corpus, output_dir):
     )
 
 
-def _jax_processes_requested():
-    """`KERAS_DISTRIBUTION_NUM_PROCESSES` as an int (1 when unset)."""
-    value = os.environ.get(PROCESSES_VARIABLE, "1")
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(
-            f"The environment variable {PROCESSES_VARIABLE} must be a positive int (the "
-            f"number of JAX processes). Received: {value!r}"
-        )
-    return count
-
-
-class _Distribution(typing.NamedTuple):
-    scope: contextlib.AbstractContextManager  # entered to build and compile the model
-    replicas: int  # devices that share every global batch
-    processes: dict  # `num_processes` / `process_index` for the pipeline
-    # Subfolder of --output-dir for this process ("" for process 0 or the chief).
-    member_folder: str
-
-
-def _distribution(config):
-    """The distribution of `config.distribution`: context, replicas, process share, folder.
-
-    Runs before anything else touches the backend: `keras.distribution.initialize()`
-    (JAX) and `MultiWorkerMirroredStrategy` (TensorFlow) must come first.
-    """
-    single = {"num_processes": 1, "process_index": 0}
-    if config.distribution == "none":
-        return _Distribution(contextlib.nullcontext(), 1, single, "")
-    if config.distribution == "data_parallel":
-        if keras.backend.backend() != "jax":
-            raise ValueError("distribution='data_parallel' is the JAX backend's; use 'mirrored'.")
-        import jax
-
-        if _jax_processes_requested() > 1 and not jax.distributed.is_initialized():
-            # Coordinator address and this process's index from KERAS_DISTRIBUTION_*.
-            keras.distribution.initialize()
-        processes = {"num_processes": jax.process_count(), "process_index": jax.process_index()}
-        # Several processes: each feeds its own share of every global batch (the
-        # pipeline's `process_index`), since Keras can only shard fixed-size batches.
-        keras.distribution.set_distribution(
-            keras.distribution.DataParallel(auto_shard_dataset=processes["num_processes"] == 1)
-        )
-        member = f"process-{jax.process_index()}" if jax.process_index() else ""
-        return _Distribution(contextlib.nullcontext(), jax.device_count(), processes, member)
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            f"distribution={config.distribution!r} needs the TensorFlow backend; on JAX use "
-            "'data_parallel'."
-        )
-    import tensorflow as tf
-
-    if config.distribution == "mirrored":
-        strategy = tf.distribute.MirroredStrategy()
-        member = ""
-    else:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        resolver = strategy.cluster_resolver
-        member = (
-            ""
-            if strategy.extended.should_checkpoint
-            else f"{resolver.task_type}-{resolver.task_id}"
-        )
-    return _Distribution(strategy.scope(), strategy.num_replicas_in_sync, single, member)
-
-
 def run_experiment(config):
     """Trains, averages, scores and exports one model as `config` describes.
 
@@ -212,7 +139,7 @@ def run_experiment(config):
     if isinstance(config, dict):
         config = ExperimentConfig.from_dict(config)
     start_time = time.time()
-    distribution = _distribution(config)
+    distribution = RunDistribution.from_config(config)
     # Processes of one run may share --output-dir: each writes everything (all of them
     # need their checkpoints to resume), so all but the first write in a subfolder.
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
