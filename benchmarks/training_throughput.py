@@ -290,7 +290,8 @@ def main():
         for inputs, labels in batches[1:]:  # compiles every shape
             model.train_on_batch(inputs, labels)
         print(
-            f"{name}: {params / 1e6:.2f}M parameters, jit_compile={model.jit_compile}, "
+            f"{name}: {params / 1e6:.2f}M parameters, policy={model.dtype_policy.name}, "
+            f"jit_compile={model.jit_compile}, "
             f"warm-up {time.perf_counter() - start:.1f}s"
         )
     peak_dtype = "bfloat16" if args.dtype == "bfloat16" else "float32"

@@ -108,11 +108,16 @@ def parse_throughput(output):
     return rows, params, ratio
 
 
-def test_training_throughput_runs_both_builds(data_dir):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_training_throughput_runs_both_builds(data_dir, dtype):
+    # bfloat16 is the GPU setting; on a CPU it checks that both builds train under it.
     output = run_benchmark(
         "training_throughput", *TINY_MODEL, "--rounds", "1", "--num-batches", "2",
-        "--data-dir", data_dir,
+        "--data-dir", data_dir, "--dtype", dtype,
     )  # fmt: skip
+    policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
+    policies = re.findall(r"^(?:ours|keras-hub): .*, policy=(\w+),", output, re.M)
+    assert policies == [policy, policy], output
     rows, params, ratio = parse_throughput(output)
     assert set(rows) == {"ours", "keras-hub"}, output
     # Same size: the comparison is between two builds of one architecture.
