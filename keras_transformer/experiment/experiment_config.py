@@ -17,7 +17,8 @@ class ExperimentConfig(DataclassConfig):
     writes goes under `output_dir`.
     """
 
-    # Where the vocabulary, checkpoints, logs, translations, scores and export go.
+    # Where the vocabulary, checkpoints, logs, translations, scores and export go (in a
+    # multi-process run, process 0's; the others write in `process-i` / `worker-i` in it).
     output_dir: str = "runs/experiment"
     # Folder of line-aligned `{split}.{language}` files; None generates the synthetic corpus.
     data_dir: str | None = None
