@@ -112,8 +112,8 @@ def parse_throughput(output):
 def test_training_throughput_runs_both_builds(data_dir, dtype):
     # bfloat16 is the GPU setting; on a CPU it checks that both builds train under it.
     output = run_benchmark(
-        "training_throughput", *TINY_MODEL, "--rounds", "1", "--num-batches", "2",
-        "--data-dir", data_dir, "--dtype", dtype,
+        "training_throughput", *TINY_MODEL, "--rounds", "1", "--num-batches", "1",
+        "--peak-size", "256", "--data-dir", data_dir, "--dtype", dtype,
     )  # fmt: skip
     policy = "mixed_bfloat16" if dtype == "bfloat16" else "float32"
     policies = re.findall(r"^(?:ours|keras-hub): .*, policy=(\w+),", output, re.M)
