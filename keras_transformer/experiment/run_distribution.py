@@ -65,13 +65,14 @@ class RunDistribution(typing.NamedTuple):
             if _jax_processes_requested() > 1 and not jax.distributed.is_initialized():
                 # Coordinator address and this process's index from KERAS_DISTRIBUTION_*.
                 keras.distribution.initialize()
-            processes = {"num_processes": jax.process_count(), "process_index": jax.process_index()}
+            index = jax.process_index()
+            processes = {"num_processes": jax.process_count(), "process_index": index}
             # Several processes: each feeds its own share of every global batch (the
             # pipeline's `process_index`), since Keras can only shard fixed-size batches.
             keras.distribution.set_distribution(
                 keras.distribution.DataParallel(auto_shard_dataset=processes["num_processes"] == 1)
             )
-            member = f"process-{jax.process_index()}" if jax.process_index() else ""
+            member = f"process-{index}" if index else ""
             return cls(contextlib.nullcontext(), jax.device_count(), processes, member)
         if keras.backend.backend() != "tensorflow":
             raise ValueError(
