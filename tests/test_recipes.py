@@ -12,6 +12,7 @@ import sacrebleu
 from process_group import SMALL_MODEL, write_recipe_data
 
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
+from keras_transformer.experiment.output_dir_lock import OutputDirLock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -199,3 +200,16 @@ def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
         # 3 warm-up updates leave the model at its initialization: logits h E^T with unit-variance
         # h and E ~ N(0, 1/d) have variance ~1, so log-perplexity ~ log 300 + 1/2 (300 pieces).
         assert 300 < perplexity < 300 * math.e
+
+
+@tensorflow_only
+def test_second_run_on_a_busy_output_dir_is_one_line_and_writes_nothing(tmp_path, wmt_files):
+    output = tmp_path / "run"
+    output.mkdir()
+    with OutputDirLock(str(output)):  # as a run in progress holds it
+        result = run_recipe("wmt14_base", "--data-dir", str(wmt_files),
+                            "--output-dir", str(output), "--max-steps", "2",
+                            "--vocabulary-size", "300", *SMALL_MODEL)  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, "Another run", str(output), f"process {os.getpid()}")
+    assert os.listdir(output) == [OutputDirLock.NAME]

@@ -19,6 +19,7 @@ class ExperimentConfig(DataclassConfig):
 
     # Where the vocabulary, checkpoints, logs, translations, scores and export go (in a
     # multi-process run, process 0's; the others write in `process-i` / `worker-i` in it).
+    # A run holds it (`.run.lock`) while it writes: a second run on it is refused.
     output_dir: str = "runs/experiment"
     # Folder of line-aligned `{split}.{language}` files; None generates the synthetic corpus.
     data_dir: str | None = None

@@ -33,7 +33,8 @@ def build_parser(defaults, description, prog=None):
     add(
         "--output-dir",
         default=defaults.output_dir,
-        help=f"Everything is written here; a rerun resumes from it. Default: {defaults.output_dir}",
+        help="Everything is written here; a rerun resumes from it, and a second run on a directory "
+        f"in use is refused. Default: {defaults.output_dir}",
     )
     add(
         "--source-language",

@@ -21,6 +21,7 @@ from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
+from keras_transformer.experiment.output_dir_lock import OutputDirLock
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer, get_preset
@@ -144,6 +145,12 @@ def run_experiment(config):
     # need their checkpoints to resume), so all but the first write in a subfolder.
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
     _prepare_output_dir(output_dir)
+    with OutputDirLock(output_dir):
+        return _run(config, distribution, output_dir, start_time)
+
+
+def _run(config, distribution, output_dir, start_time):
+    """`run_experiment` once `output_dir` exists and this process holds it."""
     if config.precision is not None:
         keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)

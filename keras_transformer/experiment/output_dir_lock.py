@@ -1,0 +1,68 @@
+"""An exclusive lock on a run's output directory, so two runs never write in one."""
+
+import datetime
+import logging
+import os
+import socket
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, runs are not guarded
+    fcntl = None
+
+logger = logging.getLogger("keras_transformer.experiment")
+
+
+class OutputDirLock:
+    """Holds `{directory}/.run.lock` while one run writes in `directory`.
+
+    Two runs started on one output directory would prune each other's
+    checkpoints and replace each other's SavedModel. The second one to start
+    fails at once with an `OSError` that names the directory and the process
+    holding it, before it writes anything. The lock is the operating system's
+    (`flock`), so it ends with its process however that stops, `kill -9`
+    included: an interrupted run resumes without any clean-up. The file itself
+    stays and only records who held it last.
+
+    Args:
+        directory: str. The output directory (it must exist).
+
+    Example:
+
+    >>> with OutputDirLock("runs/base"):
+    ...     train_and_write_everything()
+    """
+
+    NAME = ".run.lock"
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, self.NAME)
+        self._file = None
+
+    def __enter__(self):
+        if fcntl is None:
+            logger.warning("No file locks on this platform: %s is not guarded", self.path)
+            return self
+        file = open(self.path, "a+", encoding="utf-8")  # held until __exit__
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            file.seek(0)
+            holder = file.read().strip() or "a process that wrote no details"
+            file.close()
+            directory = os.path.dirname(self.path)
+            raise OSError(
+                f"Another run is writing in the output directory {directory} ({holder}; lock "
+                f"file {self.path}). Wait for it to end or pass another --output-dir."
+            ) from None
+        started = datetime.datetime.now().isoformat(timespec="seconds")
+        file.truncate(0)
+        file.write(f"process {os.getpid()} on {socket.gethostname()}, started {started}\n")
+        file.flush()
+        self._file = file
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._file is not None:
+            self._file.close()  # closing releases the lock
+            self._file = None
