@@ -1,5 +1,6 @@
 """The output-directory lock: a second run is refused; a killed run's lock is gone."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -7,6 +8,7 @@ import sys
 
 import pytest
 
+from keras_transformer.experiment import output_dir_lock
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,3 +50,13 @@ def test_lock_of_a_killed_process_is_released(tmp_path):
     finally:
         holder.kill()
         holder.wait(timeout=30)
+
+
+def test_file_system_without_locks_warns_and_runs(tmp_path, monkeypatch, caplog):
+    def no_locks(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(output_dir_lock.fcntl, "flock", no_locks)
+    with OutputDirLock(str(tmp_path)):
+        pass
+    assert "not guarded" in caplog.text and str(tmp_path) in caplog.text

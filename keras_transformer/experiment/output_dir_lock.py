@@ -46,7 +46,7 @@ class OutputDirLock:
         file = open(self.path, "a+", encoding="utf-8")  # held until __exit__
         try:
             fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:  # held by another open file: another run
             file.seek(0)
             holder = file.read().strip() or "a process that wrote no details"
             file.close()
@@ -55,6 +55,10 @@ class OutputDirLock:
                 f"Another run is writing in the output directory {directory} ({holder}; lock "
                 f"file {self.path}). Wait for it to end or pass another --output-dir."
             ) from None
+        except OSError as error:  # e.g. a file system without locks (ENOLCK)
+            logger.warning("Cannot lock %s (%s): this run is not guarded", self.path, error)
+            file.close()
+            return self
         started = datetime.datetime.now().isoformat(timespec="seconds")
         file.truncate(0)
         file.write(f"process {os.getpid()} on {socket.gethostname()}, started {started}\n")
