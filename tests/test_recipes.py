@@ -11,8 +11,10 @@ import pytest
 import sacrebleu
 from process_group import SMALL_MODEL, write_recipe_data
 
+from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
+from keras_transformer.text import ParallelCorpus, SubwordTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,6 +47,8 @@ def wmt_run(wmt_files, tmp_path_factory):
         "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "512",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
         "--valid-split", "valid", "--select-on-valid",
+        # Five length buckets instead of 16: fewer compiled shapes (JAX compiles each one).
+        "--pipeline-override", "bucket_growth=1.3",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return output, result.stdout
@@ -80,6 +84,19 @@ def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run
     with open(output / "train_log.csv") as log:
         rows = log.readlines()
     assert len(rows) == 2 and rows[1].startswith("20,")  # header, then the last step
+
+
+def test_pipeline_override_reaches_the_training_batches(wmt_run, wmt_files):
+    output, stdout = wmt_run
+    tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
+    corpus = ParallelCorpus.from_files(str(wmt_files / "train.en"), str(wmt_files / "train.de"))
+    summaries = [
+        make_translation_dataset(corpus, tokenizer, token_budget=512, **growth).summary
+        for growth in ({"bucket_growth": 1.3}, {})
+    ]
+    assert summaries[0].num_shapes < summaries[1].num_shapes
+    printed = "Training data: " + str(summaries[0]).replace("\n", "\n  ")
+    assert printed in stdout, stdout
 
 
 def one_error_line(result, *expected):
@@ -200,6 +217,21 @@ def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
         # 3 warm-up updates leave the model at its initialization: logits h E^T with unit-variance
         # h and E ~ N(0, 1/d) have variance ~1, so log-perplexity ~ log 300 + 1/2 (300 pieces).
         assert 300 < perplexity < 300 * math.e
+
+
+@tensorflow_only
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [("token_budget=100", "pipeline_overrides` may set max_length"),
+     ("bucket_growth=1.0", "bucket_growth=1.0")],
+)  # fmt: skip
+def test_bad_pipeline_override_is_one_line_before_any_work(tmp_path, wmt_files, override, expected):
+    output = tmp_path / "run"
+    result = run_recipe("wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+                        "--pipeline-override", override)  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, expected)
+    assert not (output / "vocabulary.model").exists()
 
 
 @tensorflow_only

@@ -5,6 +5,9 @@ import dataclasses
 from keras_transformer.utils.dataclass_config import DataclassConfig
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker", "data_parallel")
+# PipelineConfig fields a run takes from `pipeline_overrides`; it sets the others itself
+# (token budget, accumulation and seed from their own fields, replicas from the distribution).
+PIPELINE_OVERRIDES = ("max_length", "min_bucket_length", "bucket_growth", "length_multiple")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +47,9 @@ class ExperimentConfig(DataclassConfig):
     model_overrides: dict = dataclasses.field(default_factory=dict)
     # Padded tokens per side per replica and batch (5.1: about 25,000 per step).
     token_budget: int = 25000
+    # PipelineConfig fields of the batching (`PIPELINE_OVERRIDES`), e.g.
+    # {"bucket_growth": 1.2}: fewer length buckets, so fewer shapes to compile, more padding.
+    pipeline_overrides: dict = dataclasses.field(default_factory=dict)
     # Batches accumulated per update, token-weighted (reproduces large batches on one device).
     accumulation_steps: int = 1
     # Optimizer updates (5.2: 100k base, 300k big); None takes the preset's.
@@ -99,6 +105,12 @@ class ExperimentConfig(DataclassConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        unknown = sorted(set(self.pipeline_overrides) - set(PIPELINE_OVERRIDES))
+        if unknown:
+            raise ValueError(
+                f"`pipeline_overrides` may set {', '.join(PIPELINE_OVERRIDES)} (the run sets the "
+                f"other PipelineConfig fields itself). Received: {unknown}"
+            )
         if self.train_steps is not None and self.train_steps < 1:
             raise ValueError(f"`train_steps` must be >= 1. Received: {self.train_steps}")
         if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:

@@ -30,6 +30,8 @@ class ExperimentResult:
     train_steps: int
     # Wall-clock minutes of the whole run.
     minutes: float
+    # The training batches: pairs kept and dropped, batches, shapes, padding efficiency.
+    data_summary: str = ""
 
     def format(self, num_examples=3):
         """A summary to print: examples, scores and where everything is."""
@@ -46,6 +48,8 @@ class ExperimentResult:
                 f"valid: perplexity {self.valid_scores['perplexity']:.2f}, "
                 f"BLEU {self.valid_scores['bleu']:.2f}"
             )
+        if self.data_summary:
+            lines.append("Training data: " + self.data_summary.replace("\n", "\n  "))
         lines += [self.scores.format(), "Written:"]
         width = max(len(name) for name in self.paths)
         lines += [f"  {name:<{width}}  {path}" for name, path in self.paths.items() if path]

@@ -78,6 +78,16 @@ def build_parser(defaults, description, prog=None):
         '(repeatable; values are JSON: 2, 0.3, true, "learned").',
     )
     add(
+        "--pipeline-override",
+        dest="pipeline_override",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="Change how training batches are made: max_length, min_bucket_length, "
+        "bucket_growth or length_multiple of PipelineConfig (repeatable). E.g. "
+        "bucket_growth=1.2 gives fewer batch shapes (fewer XLA compiles) for more padding.",
+    )
+    add(
         "--vocabulary-size",
         type=int,
         default=defaults.vocabulary_size,
@@ -197,12 +207,12 @@ def build_parser(defaults, description, prog=None):
     return parser
 
 
-def _model_overrides(items):
+def _overrides(items, flag):
     overrides = {}
     for item in items:
         field, separator, value = item.partition("=")
         if not separator or not field:
-            raise ValueError(f"--model-override takes FIELD=VALUE. Received: {item!r}")
+            raise ValueError(f"{flag} takes FIELD=VALUE. Received: {item!r}")
         try:
             overrides[field.strip()] = json.loads(value)
         except json.JSONDecodeError:
@@ -214,9 +224,11 @@ def config_from_arguments(defaults, arguments):
     """`defaults` with the parsed command-line values applied."""
     names = {field.name for field in dataclasses.fields(ExperimentConfig)}
     changes = {name: value for name, value in vars(arguments).items() if name in names}
-    overrides = _model_overrides(getattr(arguments, "model_override", []))
-    if overrides:
-        changes["model_overrides"] = {**defaults.model_overrides, **overrides}
+    for name, flag in (("model", "--model-override"), ("pipeline", "--pipeline-override")):
+        overrides = _overrides(getattr(arguments, f"{name}_override", []), flag)
+        if overrides:
+            default = getattr(defaults, f"{name}_overrides")
+            changes[f"{name}_overrides"] = {**default, **overrides}
     return defaults.replace(**changes)
 
 

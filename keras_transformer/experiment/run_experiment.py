@@ -16,7 +16,7 @@ from keras_transformer.checkpoints import (
     latest_checkpoints,
     select_checkpoint,
 )
-from keras_transformer.data import make_translation_dataset
+from keras_transformer.data import PipelineConfig, make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
 from keras_transformer.experiment.experiment_config import ExperimentConfig
@@ -151,6 +151,7 @@ def run_experiment(config):
 
 def _run(config, distribution, output_dir, start_time):
     """`run_experiment` once `output_dir` exists and this process holds it."""
+    PipelineConfig(**config.pipeline_overrides)  # bad values fail now, not after the vocabulary
     if config.precision is not None:
         keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
@@ -200,6 +201,7 @@ def _run(config, distribution, output_dir, start_time):
         corpus,
         tokenizer,
         token_budget=config.token_budget,
+        **config.pipeline_overrides,
         num_replicas=distribution.replicas,
         **distribution.processes,
         accumulation_steps=config.accumulation_steps,
@@ -291,6 +293,7 @@ def _run(config, distribution, output_dir, start_time):
         model_config=model.config.to_dict(),
         train_steps=train_steps,
         minutes=(time.time() - start_time) / 60,
+        data_summary=str(train.summary),
     )
 
 
@@ -302,7 +305,12 @@ def _valid_batches(config, data_dir, tokenizer):
     _check_files(paths, "valid")
     corpus = ParallelCorpus.from_files(*paths)
     batches = make_translation_dataset(
-        corpus, tokenizer, token_budget=config.token_budget, shuffle=False, repeat=False
+        corpus,
+        tokenizer,
+        token_budget=config.token_budget,
+        **config.pipeline_overrides,
+        shuffle=False,
+        repeat=False,
     ).dataset
     return corpus, batches.cache()
 
