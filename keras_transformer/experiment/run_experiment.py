@@ -1,5 +1,6 @@
 """One training run end to end: data, vocabulary, fit, averaging, test scores, export."""
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -43,6 +44,8 @@ from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonito
 logger = logging.getLogger("keras_transformer.experiment")
 # Test sentences printed with their translations, and translated by the SavedModel.
 NUM_EXAMPLES = 3
+# Subfolder of the output directory for JAX's compiled programs.
+XLA_CACHE = "xla_cache"
 
 
 def split_paths(config, split, data_dir):
@@ -60,6 +63,29 @@ def _prepare_output_dir(path):
         raise OSError(f"Cannot create the output directory {path}: {error.strerror}") from error
     if not os.access(path, os.W_OK):
         raise PermissionError(f"The output directory {path} is not writable.")
+
+
+@contextlib.contextmanager
+def _keep_jax_compilations(output_dir):
+    """On JAX, caches compiled programs in `{output_dir}/xla_cache` during the run.
+
+    JAX's persistent cache: a resumed run loads each bucket shape's training step
+    instead of compiling it again. A cache directory the user set
+    (`JAX_COMPILATION_CACHE_DIR`) is left as it is.
+    """
+    if keras.backend.backend() != "jax":
+        yield
+        return
+    import jax
+
+    if jax.config.jax_compilation_cache_dir is not None:
+        yield
+        return
+    jax.config.update("jax_compilation_cache_dir", os.path.join(output_dir, XLA_CACHE))
+    try:
+        yield
+    finally:
+        jax.config.update("jax_compilation_cache_dir", None)
 
 
 def _data_dir(config, output_dir):
@@ -145,7 +171,7 @@ def run_experiment(config):
     # need their checkpoints to resume), so all but the first write in a subfolder.
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
     _prepare_output_dir(output_dir)
-    with OutputDirLock(output_dir):
+    with OutputDirLock(output_dir), _keep_jax_compilations(output_dir):
         return _run(config, distribution, output_dir, start_time)
 
 
