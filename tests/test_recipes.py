@@ -165,6 +165,23 @@ def test_checkpoint_of_another_architecture_is_one_line(wmt_run, wmt_files):
     one_error_line(result, "ckpt-00000020.weights.h5", "does not fit")
 
 
+@tensorflow_only
+def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_files):
+    output, _ = wmt_run
+    recorded = json.loads((output / "data_order.json").read_text())
+    assert recorded["token_budget"] == 512 and recorded["num_replicas"] == 1
+    assert recorded["pipeline_overrides"] == {"bucket_growth": 1.3}
+    before = sorted(os.listdir(output / "checkpoints"))
+    result = run_recipe(
+        "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+        "--max-steps", "30", "--vocabulary-size", "300", "--token-budget", "256", *SMALL_MODEL,
+        "--valid-split", "valid", "--pipeline-override", "bucket_growth=1.3",
+    )  # fmt: skip
+    assert result.returncode == 1
+    one_error_line(result, "token_budget was 512, now 256", "data_order.json")
+    assert sorted(os.listdir(output / "checkpoints")) == before
+
+
 @pytest.mark.slow
 def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
     result = run_recipe(

@@ -20,6 +20,7 @@ from keras_transformer.checkpoints import (
 from keras_transformer.data import PipelineConfig, make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
+from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
@@ -150,7 +151,8 @@ def run_experiment(config):
     (steps, Adam with the warmup schedule, dropout, label smoothing), 6.1
     (checkpoint averaging, beam 4, alpha 0.6, max length input + 50). A run
     interrupted for any reason continues where it stopped when started
-    again with the same `output_dir` (checkpoints hold the data position).
+    again with the same `output_dir` (checkpoints hold the data position) and
+    the same data settings (checked against `data_order.json`).
 
     Args:
         config: an `ExperimentConfig` (or a dict of its fields).
@@ -222,6 +224,7 @@ def _run(config, distribution, output_dir, start_time):
             average_last=average_last,
         )
         start = checkpoint.restore(model)
+    check_data_order_settings(config, output_dir, distribution.replicas, resumed=start > 0)
 
     train = make_translation_dataset(
         corpus,
