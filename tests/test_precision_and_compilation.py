@@ -221,11 +221,19 @@ def test_xla_training_matches_the_uncompiled_step(tiny_config):
     compiled, compiled_loss = train_few_steps(config, initial, True, inputs, labels)
     eager, eager_loss = train_few_steps(config, initial, False, inputs, labels)
     np.testing.assert_allclose(compiled_loss, eager_loss, rtol=1e-5)
-    flat_eager, flat_initial = (np.concatenate([w.ravel() for w in ws]) for ws in (eager, initial))
+    flat_compiled, flat_eager, flat_initial = (
+        np.concatenate([w.ravel() for w in ws]) for ws in (compiled, eager, initial)
+    )
     moved = np.linalg.norm(flat_eager - flat_initial) / np.linalg.norm(flat_initial)
     assert moved > 1e-3  # the steps changed the weights well beyond the tolerance
-    for a, b, w in zip(compiled, eager, reference.weights, strict=True):
-        assert np.linalg.norm(a - b) <= 1e-5 * np.linalg.norm(b), w.path
+    assert np.linalg.norm(flat_compiled - flat_eager) <= 1e-5 * np.linalg.norm(flat_eager)
+    # Each weight against how far it moved, not against its size: Adam divides by sqrt(v),
+    # so an element whose gradient sits at rounding level still moves by about the learning
+    # rate, and two correct summation orders (XLA's and TensorFlow's kernels) can move it
+    # differently. Measured on two CPUs: at most 4e-5 of the update (2e-5 of a zero-initialized
+    # bias on an AMD EPYC, where 1e-5 of the weight failed). A wrong step differs by O(1).
+    for a, b, start, w in zip(compiled, eager, initial, reference.weights, strict=True):
+        assert np.linalg.norm(a - b) <= 1e-3 * np.linalg.norm(b - start), w.path
 
 
 def test_jit_compile_auto_resolves_per_backend(tiny_config):
