@@ -1,3 +1,4 @@
+import errno
 import hashlib
 import json
 import os
@@ -187,6 +188,28 @@ def test_save_weights_atomic(tmp_path, suffix):
         np.testing.assert_array_equal(actual, expected)
     with pytest.raises(ValueError, match="must end with one of"):
         save_weights_atomic(model, tmp_path / "averaged.h5")
+
+
+@pytest.mark.parametrize("suffix", [".weights.h5", ".keras"])
+def test_save_weights_atomic_interrupted_leaves_the_older_file(tmp_path, suffix, monkeypatch):
+    model = make_model(seed=1)
+    path = tmp_path / f"averaged{suffix}"
+    path.write_bytes(b"an older file")
+    written = []
+
+    def write_then_fail(filepath, *args, **kwargs):
+        written.append(filepath)
+        with open(filepath, "wb") as partial:
+            partial.write(b"PK\x03\x04" if suffix == ".keras" else b"\x89HDF\r\n\x1a\n")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filepath)
+
+    monkeypatch.setattr(model, "save" if suffix == ".keras" else "save_weights", write_then_fail)
+    with pytest.raises(OSError, match="No space left on device"):
+        save_weights_atomic(model, path)
+    assert len(written) == 1 and os.path.dirname(written[0]) == str(tmp_path)
+    assert written[0] != str(path)  # Keras wrote to a temporary name...
+    assert os.listdir(tmp_path) == [path.name]  # ...which is gone,
+    assert path.read_bytes() == b"an older file"  # and the older file is untouched.
 
 
 def test_command_averages_a_directory(tmp_path, capsys):

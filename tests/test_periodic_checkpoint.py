@@ -1,4 +1,8 @@
+import errno
+import hashlib
 import os
+import subprocess
+import sys
 import types
 
 import keras
@@ -103,3 +107,90 @@ def test_bad_schedule_arguments(tmp_path):
         PeriodicCheckpoint(tmp_path, every_steps=None, every_minutes=None)
     with pytest.raises(ValueError, match="average_last"):
         PeriodicCheckpoint(tmp_path, every_steps=1, keep=2, average_last=3)
+
+
+def fill_the_disk_after(saves, monkeypatch):
+    """Makes `save_weights` write `saves` whole files, then a few bytes and `ENOSPC`."""
+    real_save_weights = keras.Model.save_weights
+    calls = []
+
+    def save_weights(model, filepath, *args, **kwargs):
+        calls.append(filepath)
+        if len(calls) <= saves:
+            return real_save_weights(model, filepath, *args, **kwargs)
+        with open(filepath, "wb") as partial:
+            partial.write(b"\x89HDF\r\n\x1a\n")  # the start of an HDF5 file, then no space
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filepath)
+
+    monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+    return calls
+
+
+class RecordFileHashes(keras.callbacks.Callback):
+    """The SHA-256 of every file in the directory after each batch."""
+
+    def __init__(self, directory):
+        super().__init__()
+        self.directory = directory
+        self.hashes = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.hashes.append(
+            {
+                name: hashlib.sha256((self.directory / name).read_bytes()).hexdigest()
+                for name in sorted(os.listdir(self.directory))
+            }
+        )
+
+
+def test_a_full_disk_stops_training_and_keeps_every_checkpoint(tiny_config, tmp_path, monkeypatch):
+    # keep=2: the failed third save must not prune step 1 to make room before it writes.
+    callback = PeriodicCheckpoint(
+        tmp_path, every_steps=1, every_minutes=None, keep=2, average_last=None
+    )
+    record = RecordFileHashes(tmp_path)
+    calls = fill_the_disk_after(2, monkeypatch)
+    third = tmp_path / checkpoint_names([3])[0]
+    with pytest.raises(OSError) as raised:
+        train_two_per_step(tiny_config, 5, [callback, record])
+    assert len(calls) == 3  # training stopped at the failed save, not later
+    assert raised.value.errno == errno.ENOSPC
+    message = str(raised.value)
+    assert f"Could not write checkpoint {third}" in message
+    assert "No space left on device" in message
+    assert f"the last good one is {tmp_path / checkpoint_names([2])[0]}" in message
+    assert sorted(os.listdir(tmp_path)) == checkpoint_names((1, 2))  # no temporary file left
+    after = RecordFileHashes(tmp_path)
+    after.on_train_batch_end(None)
+    assert after.hashes[0] == record.hashes[-1]  # both files byte for byte as written
+
+    monkeypatch.undo()
+    model = Seq2SeqTransformer(tiny_config)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    assert PeriodicCheckpoint(tmp_path, every_steps=1).restore(model) == 2
+
+
+def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, tmp_path, capsys):
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = int(finished.stdout)
+    left_by_the_killed_run = f".ckpt-00000007.weights.h5.{dead}-0123abcd.weights.h5"
+    kept = [
+        f".ckpt-00000008.weights.h5.{os.getpid()}-0123abcd.weights.h5",  # a live writer's
+        f".averaged.weights.h5.{dead}-0123abcd.weights.h5",  # not a periodic checkpoint
+        ".ckpt-notes.txt",  # the user's own file
+    ]
+    for name in [left_by_the_killed_run, *kept]:
+        (tmp_path / name).write_bytes(b"partial")
+    callback = PeriodicCheckpoint(tmp_path, every_steps=1, every_minutes=None, average_last=None)
+    train_two_per_step(tiny_config, 1, [callback])
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, *checkpoint_names([1])])
+    output = capsys.readouterr().out
+    assert (
+        f"Removed 1 unfinished checkpoint write(s) of killed runs: {left_by_the_killed_run}"
+        in output
+    )

@@ -8,6 +8,7 @@ from keras_transformer.checkpoints.averaging import (
 from keras_transformer.checkpoints.checkpoint_files import (
     checkpoint_step,
     latest_checkpoints,
+    remove_unfinished_writes,
     save_weights_atomic,
 )
 from keras_transformer.checkpoints.checkpoint_selection import (
@@ -34,6 +35,7 @@ __all__ = [
     "checkpoint_variables",
     "latest_checkpoints",
     "read_training_state",
+    "remove_unfinished_writes",
     "restore_training_state",
     "save_training_state",
     "save_weights_atomic",

@@ -1,5 +1,6 @@
 """Finding the last checkpoints of a run, and writing weights atomically."""
 
+import errno
 import fnmatch
 import os
 import re
@@ -117,6 +118,8 @@ def save_weights_atomic(model, path, before_rename=None):
     suffix = next(suffix for suffix in CHECKPOINT_SUFFIXES if name.endswith(suffix))
     # Keras picks the format from the suffix, so the temporary name keeps it; Keras
     # creates the file, so it gets the usual permissions (mkstemp's would be 0600).
+    # The writer's pid in the name lets `remove_unfinished_writes` tell a write that
+    # a killed process left from one in progress.
     temporary = os.path.join(directory, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
     try:
         if suffix == ".keras":
@@ -135,3 +138,53 @@ def save_weights_atomic(model, path, before_rename=None):
             os.remove(temporary)
         raise
     return path
+
+
+def _process_is_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError as error:
+        return error.errno == errno.EPERM  # alive, owned by another user
+    return True
+
+
+def remove_unfinished_writes(directory, pattern="*.weights.h5"):
+    """Deletes the temporary files that killed `save_weights_atomic` calls left.
+
+    A process killed while it saves (kill -9, preemption, power cut) leaves
+    its temporary file, `.<name>.<pid>-<random>.<suffix>`, which nothing
+    reads; big-model checkpoints are gigabytes each, so a run restarted
+    after every preemption would fill its disk with them. Only temporaries
+    of a file name matching `pattern` whose writing process is no longer
+    running on this host are removed; anything else is left alone.
+
+    Args:
+        directory: str or path-like, a checkpoint directory.
+        pattern: str. Shell-style pattern of the final file names.
+
+    Returns:
+        list of the paths removed, sorted.
+
+    Example:
+
+    >>> remove_unfinished_writes("runs/base", "ckpt-*.weights.h5")
+    ['runs/base/.ckpt-00001000.weights.h5.4242-0f3a9c1e.weights.h5']
+    """
+    directory = os.fspath(directory)
+    temporary_name = re.compile(
+        r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}(?P<suffix>\.[a-z0-9.]+)$"
+    )
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        match = temporary_name.match(name)
+        if not (
+            match
+            and match["name"].endswith(match["suffix"])
+            and fnmatch.fnmatchcase(match["name"], pattern)
+            and not _process_is_alive(int(match["pid"]))
+        ):
+            continue
+        path = os.path.join(directory, name)
+        os.remove(path)
+        removed.append(path)
+    return removed

@@ -9,7 +9,11 @@ import time
 import keras
 
 from keras_transformer.checkpoints.averaging import average_checkpoints
-from keras_transformer.checkpoints.checkpoint_files import checkpoint_step, latest_checkpoints
+from keras_transformer.checkpoints.checkpoint_files import (
+    checkpoint_step,
+    latest_checkpoints,
+    remove_unfinished_writes,
+)
 from keras_transformer.checkpoints.training_state import (
     UnreadableCheckpointError,
     restore_training_state,
@@ -31,7 +35,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     states, data position) and is written atomically (a temporary file,
     fsynced, renamed over the final name), so a crash or a full disk never
     leaves a half-written checkpoint or destroys the previous one. Older
-    checkpoints beyond `keep` are deleted, oldest first. Steps are optimizer
+    checkpoints beyond `keep` are deleted, oldest first, after a save
+    succeeds; a save that fails (e.g. `ENOSPC`) stops training with an
+    `OSError` naming the last good checkpoint. The temporary files of saves
+    that a killed process left are deleted when training begins. Steps are optimizer
     updates; with gradient accumulation, saves happen only between updates.
 
     `restore(model)` loads the newest readable checkpoint of the directory
@@ -130,6 +137,12 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         os.makedirs(self.directory, exist_ok=True)
+        unfinished = remove_unfinished_writes(self.directory, "ckpt-*.weights.h5")
+        if unfinished:
+            print(
+                f"Removed {len(unfinished)} unfinished checkpoint write(s) of killed runs: "
+                + ", ".join(os.path.basename(path) for path in unfinished)
+            )
         self._last_save_time = time.monotonic()
         self._accumulation = accumulation_steps(self.model.optimizer)
         # Batches are counted here from the restored data position: the optimizer's
@@ -178,7 +191,19 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def save(self, step):
         """Writes the checkpoint of `step` and prunes the oldest beyond `keep`."""
         path = os.path.join(self.directory, NAME_FORMAT.format(step=step))
-        save_training_state(self.model, path, batches=self._batches)
+        try:
+            save_training_state(self.model, path, batches=self._batches)
+        except OSError as error:
+            # A full disk or a lost mount: the atomic write left every file as it was,
+            # and pruning (below) has not run, so the user's last checkpoint is intact.
+            last = self._checkpoints()
+            message = (
+                f"Could not write checkpoint {path} ({error.strerror or error}). "
+                "No checkpoint was replaced or deleted; the last good one is "
+                + (last[-1] if last else f"none in {self.directory}")
+                + ". Rerun after freeing space to resume from it."
+            )
+            raise (OSError(error.errno, message) if error.errno else OSError(message)) from error
         self._last_save_time = time.monotonic()
         if path not in self.saved:
             self.saved.append(path)
