@@ -2,6 +2,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 
 import h5py
 import keras
@@ -210,6 +211,35 @@ def test_save_weights_atomic_interrupted_leaves_the_older_file(tmp_path, suffix,
     assert written[0] != str(path)  # Keras wrote to a temporary name...
     assert os.listdir(tmp_path) == [path.name]  # ...which is gone,
     assert path.read_bytes() == b"an older file"  # and the older file is untouched.
+
+
+def test_save_weights_atomic_checks_free_space_first(tmp_path, monkeypatch):
+    from keras_transformer.checkpoints import checkpoint_files
+
+    model = make_model(seed=1, optimizer_steps=1)
+    written = tmp_path / "written.weights.h5"
+    save_weights_atomic(model, written)
+    estimate = checkpoint_files._bytes_to_write(model)
+    # An upper bound of the real size, by at most HDF5's overhead allowance.
+    assert os.path.getsize(written) <= estimate <= os.path.getsize(written) + 2**20
+
+    path = tmp_path / "averaged.weights.h5"
+    path.write_bytes(b"an older file")
+    real_disk_usage = shutil.disk_usage
+    free = {"bytes": estimate - 1}
+    monkeypatch.setattr(
+        checkpoint_files.shutil,
+        "disk_usage",
+        lambda directory: real_disk_usage(directory)._replace(free=free["bytes"]),
+    )
+    with pytest.raises(OSError, match=f"Not enough free space to write {path}: about") as raised:
+        save_weights_atomic(model, path)
+    assert raised.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(tmp_path)) == [path.name, written.name]
+    assert path.read_bytes() == b"an older file"
+    free["bytes"] = estimate
+    save_weights_atomic(model, path)
+    assert path.read_bytes() == written.read_bytes()
 
 
 def test_command_averages_a_directory(tmp_path, capsys):

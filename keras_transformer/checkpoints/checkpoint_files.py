@@ -2,8 +2,10 @@
 
 import errno
 import fnmatch
+import math
 import os
 import re
+import shutil
 import uuid
 
 from keras_transformer.checkpoints.averaging import CHECKPOINT_SUFFIXES
@@ -115,6 +117,7 @@ def save_weights_atomic(model, path, before_rename=None):
     directory, name = os.path.split(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Directory of `path` not found: {directory}")
+    _check_free_space(model, path, directory)
     suffix = next(suffix for suffix in CHECKPOINT_SUFFIXES if name.endswith(suffix))
     # Keras picks the format from the suffix, so the temporary name keeps it; Keras
     # creates the file, so it gets the usual permissions (mkstemp's would be 0600).
@@ -138,6 +141,37 @@ def save_weights_atomic(model, path, before_rename=None):
             os.remove(temporary)
         raise
     return path
+
+
+def _bytes_to_write(model):
+    """An upper estimate of the size of `model`'s weights file with its optimizer state."""
+    variables = list(model.variables)
+    if getattr(model, "optimizer", None) is not None:
+        variables += list(model.optimizer.variables)
+    total = 0
+    for variable in variables:
+        bits = re.search(r"\d+", str(variable.dtype))  # "float32", "bfloat16"; "bool" is 1 byte
+        total += math.prod(variable.shape) * (int(bits.group()) // 8 if bits else 1)
+    # HDF5 adds about 1.3 KiB per variable and 250 KiB in all (measured on our models).
+    return total + 2048 * len(variables) + 512 * 1024
+
+
+def _check_free_space(model, path, directory):
+    """Raises `ENOSPC` before writing when `directory` cannot hold the file.
+
+    HDF5 handles a write that runs out of space badly: after h5py reports
+    the error, releasing the half-written file can crash the interpreter
+    (SIGSEGV in libhdf5 1.14). Checkpoints of a run have the same size, so
+    a disk that fills up over a run is caught here, before HDF5 starts.
+    """
+    free = shutil.disk_usage(directory).free
+    needed = _bytes_to_write(model)
+    if free < needed:
+        raise OSError(
+            errno.ENOSPC,
+            f"Not enough free space to write {path}: about {needed / 2**20:,.1f} MiB needed, "
+            f"{free / 2**20:,.1f} MiB free in {directory}",
+        )
 
 
 def _process_is_alive(pid):
