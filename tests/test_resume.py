@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent(
     from keras_transformer.data import TokenizedCorpus, make_translation_dataset
     from keras_transformer.training import TrainingMonitor, paper_optimizer
 
-    run_dir, total_steps, accumulation, pause = sys.argv[1:5]
+    run_dir, total_steps, accumulation, pause, every = sys.argv[1:6]
     total_steps, accumulation, pause = int(total_steps), int(accumulation), float(pause)
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 20, size=(2, 200))
@@ -55,8 +55,8 @@ SCRIPT = textwrap.dedent(
     model.compile(
         optimizer=paper_optimizer(16, warmup_steps=4, accumulation_steps=accumulation),
         loss=LabelSmoothedCrossEntropy(reduction="sum"))
-    checkpoint = PeriodicCheckpoint(run_dir + "/checkpoints", every_steps=2, every_minutes=None,
-                                    keep=3, average_last=None)
+    checkpoint = PeriodicCheckpoint(run_dir + "/checkpoints", every_steps=int(every),
+                                    every_minutes=None, keep=3, average_last=None)
     start = checkpoint.restore(model)
     # Growth 1.3: five bucket shapes (8 to 24), so each run compiles five steps, not 17.
     train = make_translation_dataset(corpus, token_budget=96, max_length=24, start_step=start,
@@ -71,13 +71,13 @@ SCRIPT = textwrap.dedent(
                               tokens_per_batch=train.summary.target_tokens / train.steps_per_epoch)
     model.fit(train.dataset, steps_per_epoch=steps_per_epoch, epochs=1000,
               initial_epoch=start // steps_per_epoch, verbose=0,
-              callbacks=[Pause(), checkpoint, monitor])
+              callbacks=[Pause(), monitor, checkpoint])
     print("FINISHED", start)
     """
 )
 
 
-def run_script(run_dir, pause=0.0, wait=True):
+def run_script(run_dir, pause=0.0, wait=True, every=2):
     command = [sys.executable, "-c", SCRIPT, str(run_dir), str(TOTAL_STEPS), str(ACCUMULATION)]
     # On JAX the three runs share one persistent compilation cache (beside the run folders),
     # as a resumed recipe run does: the second and third load the steps the first compiled.
@@ -90,7 +90,11 @@ def run_script(run_dir, pause=0.0, wait=True):
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
     }
     process = subprocess.Popen(
-        [*command, str(pause)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*command, str(pause), str(every)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     if not wait:
         return process
@@ -152,6 +156,63 @@ def test_kill_9_and_resume_continue_the_uninterrupted_curve(tmp_path):
     # The curve moves, so equal values are not an accident.
     losses = [reference[step][0] for step in reference]
     assert max(losses) - min(losses) > 1e-3
+
+
+def test_sigterm_saves_the_update_in_progress_and_exits_143(tmp_path):
+    run_dir = tmp_path / "preempted"
+    # No periodic checkpoint before the signal: the one on disk must come from it.
+    process = run_script(run_dir, pause=0.4, wait=False, every=1000)
+    try:
+        deadline = time.monotonic() + 240
+        while logged_steps(run_dir) < 3:
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the training script made no progress"
+            time.sleep(0.05)
+        signalled_at = logged_steps(run_dir)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err[-3000:]
+    stopped_at = logged_steps(run_dir)
+    # It finished the update in progress (one more at most, if a batch had just ended),
+    # and did not train on: 12 steps take 10 s.
+    assert signalled_at <= stopped_at <= signalled_at + 2 < TOTAL_STEPS
+    checkpoints = run_dir / "checkpoints"
+    saved = str(checkpoints / f"ckpt-{stopped_at:08d}.weights.h5")
+    assert os.listdir(checkpoints) == [os.path.basename(saved)]
+    assert read_training_state(saved) == ACCUMULATION * stopped_at
+    assert f"SIGTERM received: stopped after step {stopped_at}; last checkpoint: {saved}" in out
+    assert "FINISHED" not in out
+
+
+def test_sigterm_goes_to_the_programs_own_handler_after_the_save(tmp_path):
+    caught = []
+
+    def own_handler(signum, frame):
+        caught.append(signum)
+
+    class SendSigtermAfterBatch(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    model = compiled_model()
+    ids = np.random.default_rng(0).integers(4, 40, size=(12, 6)).astype("int32")
+    checkpoint = PeriodicCheckpoint(tmp_path, every_steps=1000, every_minutes=None, keep=3,
+                                    average_last=None)  # fmt: skip
+    previous = signal.signal(signal.SIGTERM, own_handler)
+    try:
+        model.fit({"encoder_token_ids": ids, "decoder_token_ids": ids}, ids, batch_size=2,
+                  epochs=1, verbose=0, callbacks=[SendSigtermAfterBatch(), checkpoint])  # fmt: skip
+        assert signal.getsignal(signal.SIGTERM) is own_handler  # given back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    # Held until the batch ended, saved, then handed on once; the handler returned, so
+    # training went on to its end (6 batches), where the final checkpoint was written.
+    assert caught == [signal.SIGTERM]
+    assert sorted(os.listdir(tmp_path)) == [f"ckpt-{s:08d}.weights.h5" for s in (3, 6)]
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 6
 
 
 def compiled_model():

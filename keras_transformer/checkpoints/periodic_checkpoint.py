@@ -4,6 +4,7 @@ import glob
 import logging
 import math
 import os
+import signal
 import time
 
 import keras
@@ -14,6 +15,7 @@ from keras_transformer.checkpoints.checkpoint_files import (
     latest_checkpoints,
     remove_unfinished_writes,
 )
+from keras_transformer.checkpoints.stop_signals import StopSignals, in_one_process
 from keras_transformer.checkpoints.training_state import (
     UnreadableCheckpointError,
     restore_training_state,
@@ -38,8 +40,16 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     checkpoints beyond `keep` are deleted, oldest first, after a save
     succeeds; a save that fails (e.g. `ENOSPC`) stops training with an
     `OSError` naming the last good checkpoint. The temporary files of saves
-    that a killed process left are deleted when training begins. Steps are optimizer
-    updates; with gradient accumulation, saves happen only between updates.
+    that a killed process left are deleted when training begins. Steps are
+    optimizer updates; with gradient accumulation, saves happen only between
+    updates.
+
+    A SIGTERM (a preemption, `kill`, Kubernetes stopping a pod) is held until
+    the current update ends; then the update is saved and the signal acted
+    on: the process exits with status 143 through `SystemExit` (or the
+    program's own handler runs), skipping the final average. Only updates
+    in progress are lost. Not in multi-worker or multi-process training,
+    where one process cannot stop alone.
 
     `restore(model)` loads the newest readable checkpoint of the directory
     and returns the number of batches trained on, so that a restarted script
@@ -62,6 +72,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             checkpoint and set the model's weights to the average of the last
             `average_last` checkpoints (paper: 5 base, 20 big). `None` keeps
             the final weights.
+        save_on_signals: signals that save at the end of the current update
+            and then stop the process (see above). `()` leaves signals alone.
 
     Example:
 
@@ -72,7 +84,15 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     ...           initial_epoch=start // train.steps_per_epoch, callbacks=[checkpoint])
     """
 
-    def __init__(self, directory, every_steps=None, every_minutes=10.0, keep=5, average_last=5):
+    def __init__(
+        self,
+        directory,
+        every_steps=None,
+        every_minutes=10.0,
+        keep=5,
+        average_last=5,
+        save_on_signals=(signal.SIGTERM,),
+    ):
         super().__init__()
         if every_steps is None and every_minutes is None:
             raise ValueError("Set `every_steps`, `every_minutes` or both; received neither.")
@@ -93,6 +113,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._accumulation = 1
         self._failed = False
         self._restored_batches = None
+        self._stop = StopSignals(save_on_signals)
 
     def _checkpoints(self):
         """Checkpoint files of the directory, oldest step first."""
@@ -153,6 +174,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         else:
             self._batches = batches_trained(self.model.optimizer)
         self._failed = False
+        if self._stop.signals and in_one_process(self.model):
+            self._stop.install()
 
     def _step(self):
         return self._batches // self._accumulation
@@ -167,8 +190,24 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             self.every_minutes is not None
             and time.monotonic() - self._last_save_time >= 60.0 * self.every_minutes
         )
-        if (due_steps or due_time) and self._loss_is_finite(logs):
-            self.save(step)
+        stopping = self._stop.received is not None
+        try:
+            if (due_steps or due_time or stopping) and self._loss_is_finite(logs):
+                self.save(step)
+            if stopping:
+                self._stop_now(step)
+        except BaseException:
+            self._stop.restore()  # training ends here: give the program its handlers back
+            raise
+
+    def _stop_now(self, step):
+        name = signal.Signals(self._stop.received).name
+        last = self._checkpoints()
+        print(
+            f"{name} received: stopped after step {step}; last checkpoint: "
+            + (last[-1] if last else f"none in {self.directory}")
+        )
+        self._stop.deliver()
 
     def _loss_is_finite(self, logs):
         loss = (logs or {}).get("loss")
@@ -212,12 +251,20 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         return path
 
     def on_train_end(self, logs=None):
+        try:
+            self._end_training(logs)
+        finally:
+            self._stop.restore()
+
+    def _end_training(self, logs):
         if self._failed:
             return
         step = self._step()
         final = os.path.join(self.directory, NAME_FORMAT.format(step=step))
         if not os.path.exists(final) and self._loss_is_finite(logs):
             self.save(step)
+        if self._stop.received is not None:
+            self._stop_now(step)  # stopped, not finished: no average
         if self.average_last:
             available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))
             paths = latest_checkpoints(self.directory, min(self.average_last, available))

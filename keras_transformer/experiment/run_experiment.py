@@ -254,7 +254,8 @@ def _run(config, distribution, output_dir, start_time):
         steps_per_epoch=steps_per_epoch,
         epochs=math.ceil(total_batches / steps_per_epoch),
         initial_epoch=min(start // steps_per_epoch, math.ceil(total_batches / steps_per_epoch)),
-        callbacks=[checkpoint, monitor],
+        # The checkpoint last: on SIGTERM it saves and stops after the monitor logged the step.
+        callbacks=[monitor, checkpoint],
         verbose=config.verbose,
     )
     selection = None
