@@ -11,7 +11,12 @@ import pytest
 from conftest import random_token_ids, to_numpy
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
-from keras_transformer.checkpoints import PeriodicCheckpoint, periodic_checkpoint
+from keras_transformer.checkpoints import (
+    PeriodicCheckpoint,
+    periodic_checkpoint,
+    read_training_state,
+)
+from keras_transformer.training import TrainingMonitor
 
 
 def token_inputs(config, examples):
@@ -26,11 +31,16 @@ def checkpoint_names(steps):
     return [f"ckpt-{s:08d}.weights.h5" for s in steps]
 
 
-def train_two_per_step(config, steps, callbacks):
-    """Trains a fresh model for `steps` steps of 2 examples with `callbacks`; returns it."""
+def train_two_per_step(config, steps, callbacks, accumulation=None, steps_per_execution=1):
+    """Trains a fresh model on `steps` batches of 2 examples with `callbacks`; returns it."""
     inputs = token_inputs(config, 2 * steps)
+    keras.utils.set_random_seed(0)
     model = Seq2SeqTransformer(config)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2, gradient_accumulation_steps=accumulation),
+        loss=LabelSmoothedCrossEntropy(),
+        steps_per_execution=steps_per_execution,
+    )
     model.fit(
         inputs, inputs["decoder_token_ids"], batch_size=2, epochs=1, verbose=0, callbacks=callbacks
     )
@@ -107,6 +117,46 @@ def test_bad_schedule_arguments(tmp_path):
         PeriodicCheckpoint(tmp_path, every_steps=None, every_minutes=None)
     with pytest.raises(ValueError, match="average_last"):
         PeriodicCheckpoint(tmp_path, every_steps=1, keep=2, average_last=3)
+
+
+def weights_in(path, config):
+    fresh = Seq2SeqTransformer(config)
+    fresh.build()
+    fresh.load_weights(path)
+    return [to_numpy(w) for w in fresh.weights]
+
+
+@pytest.mark.parametrize("accumulation", [None, 2])
+def test_steps_per_execution_saves_and_logs_the_right_step(tiny_config, tmp_path, accumulation):
+    # With steps_per_execution=3 Keras calls the callbacks after batches 3, 6, 9 and 12.
+    # Counting one batch per call recorded steps 1-4 (data position 1-4) for weights
+    # trained on 3-12 batches. Reference: the same training one batch per call.
+    k = accumulation or 1
+    reference = PeriodicCheckpoint(
+        tmp_path / "reference", every_steps=1, every_minutes=None, keep=12, average_last=None
+    )
+    train_two_per_step(tiny_config, 12, [reference], accumulation)
+    checkpoint = PeriodicCheckpoint(
+        tmp_path / "grouped", every_steps=2, every_minutes=None, keep=12, average_last=None
+    )
+    monitor = TrainingMonitor(tmp_path / "logs", every_steps=2)
+    model = train_two_per_step(
+        tiny_config, 12, [monitor, checkpoint], accumulation, steps_per_execution=3
+    )
+    assert int(to_numpy(model.optimizer.iterations)) == 12 // k  # Keras' own update count
+    # Each save at the first callback at or after a multiple of 2 steps, where no update is
+    # half-done: batches 3 (step 3), 6, 9, 12 without accumulation; 6 (step 3), 12 with it.
+    steps = [3, 6, 9, 12] if k == 1 else [3, 6]
+    assert sorted(os.listdir(tmp_path / "grouped")) == checkpoint_names(steps)
+    with open(tmp_path / "logs" / "train_log.csv") as file:
+        assert [int(line.split(",")[0]) for line in file.readlines()[1:]] == steps
+    for step in steps:
+        name = checkpoint_names([step])[0]
+        assert read_training_state(str(tmp_path / "grouped" / name)) == k * step
+        expected = weights_in(tmp_path / "reference" / name, tiny_config)
+        for got, want in zip(weights_in(tmp_path / "grouped" / name, tiny_config), expected,
+                             strict=True):  # fmt: skip
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def fill_the_disk_after(saves, monkeypatch):

@@ -21,6 +21,7 @@ from keras_transformer.checkpoints.training_state import (
     restore_training_state,
     save_training_state,
 )
+from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
 
 logger = logging.getLogger("keras_transformer.checkpoints")
@@ -42,7 +43,11 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     `OSError` naming the last good checkpoint. The temporary files of saves
     that a killed process left are deleted when training begins. Steps are
     optimizer updates; with gradient accumulation, saves happen only between
-    updates.
+    updates. With `compile(steps_per_execution=N)` Keras reaches callbacks
+    only every N batches: a save then happens at the first such point after
+    its step (or minute) comes due, named by the step it holds, and with
+    accumulation over k batches only where that point also ends an update
+    (make N a multiple of k, or k of N).
 
     A SIGTERM (a preemption, `kill`, Kubernetes stopping a pod) is held until
     the current update ends; then the update is saved and the signal acted
@@ -109,8 +114,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self.average_last = average_last
         self.saved = []  # paths written by this callback, oldest first
         self._last_save_time = None
-        self._batches = 0  # batches trained on, counted here so JAX state syncs only to save
-        self._accumulation = 1
+        # Batches trained on, counted here so JAX state syncs only to save.
+        self._counter = BatchCounter(start=0, accumulation=1)
         self._failed = False
         self._restored_batches = None
         self._stop = StopSignals(save_on_signals)
@@ -165,27 +170,30 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
                 + ", ".join(os.path.basename(path) for path in unfinished)
             )
         self._last_save_time = time.monotonic()
-        self._accumulation = accumulation_steps(self.model.optimizer)
         # Batches are counted here from the restored data position: the optimizer's
         # counter does not count the steps a LossScaleOptimizer skipped.
         if self._restored_batches is not None:
-            self._batches = self._restored_batches
+            start = self._restored_batches
             self._restored_batches = None
         else:
-            self._batches = batches_trained(self.model.optimizer)
+            start = batches_trained(self.model.optimizer)
+        self._counter = BatchCounter(start, accumulation_steps(self.model.optimizer))
         self._failed = False
         if self._stop.signals and in_one_process(self.model):
             self._stop.install()
 
     def _step(self):
-        return self._batches // self._accumulation
+        return self._counter.step
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._counter.epoch_begin()
 
     def on_train_batch_end(self, batch, logs=None):
-        self._batches += 1
-        if self._batches % self._accumulation:
+        self._counter.batch_end(batch)
+        if not self._counter.update_ended():
             return  # mid-update: accumulated gradients would be saved half-summed
         step = self._step()
-        due_steps = self.every_steps is not None and step % self.every_steps == 0
+        due_steps = self.every_steps is not None and self._counter.crossed(self.every_steps)
         due_time = (
             self.every_minutes is not None
             and time.monotonic() - self._last_save_time >= 60.0 * self.every_minutes
@@ -231,7 +239,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         """Writes the checkpoint of `step` and prunes the oldest beyond `keep`."""
         path = os.path.join(self.directory, NAME_FORMAT.format(step=step))
         try:
-            save_training_state(self.model, path, batches=self._batches)
+            save_training_state(self.model, path, batches=self._counter.batches)
         except OSError as error:
             # A full disk or a lost mount: the atomic write left every file as it was,
             # and pruning (below) has not run, so the user's last checkpoint is intact.

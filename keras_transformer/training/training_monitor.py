@@ -8,6 +8,7 @@ import time
 import keras
 from keras import ops
 
+from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.optimizer_state import (
     accumulation_steps,
     batches_trained,
@@ -31,7 +32,11 @@ class TrainingMonitor(keras.callbacks.Callback):
     Steps are optimizer updates (paper 5.3's step_num); with gradient
     accumulation one step takes `accumulation_steps` batches. The model's
     state is read only when a record is written, so on JAX the training
-    loop keeps its asynchronous dispatch between records.
+    loop keeps its asynchronous dispatch between records. With
+    `compile(steps_per_execution=N)`, Keras reaches callbacks only every N
+    batches: batches are still counted exactly, a record is written at the
+    first such point after its step comes due, and training stops at the
+    first one at or after `max_steps` (up to N - 1 batches later).
 
     Args:
         log_dir: str or None. Directory for the TensorBoard events and the
@@ -76,18 +81,18 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._writer = None
 
     def on_train_begin(self, logs=None):
-        self._accumulation = accumulation_steps(self.model.optimizer)
-        self._batches = self.start_step
-        if self._batches is None:
-            self._batches = batches_trained(self.model.optimizer)
+        start = self.start_step
+        if start is None:
+            start = batches_trained(self.model.optimizer)
+        self._counter = BatchCounter(start, accumulation_steps(self.model.optimizer))
         self._start_time = time.monotonic()
-        self._last = (0.0, 0.0, self._batches, self._start_time)  # total, count, batch, time
+        self._last = (0.0, 0.0, start, self._start_time)  # total, count, batch, time
         if self.log_dir is not None:
             import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
 
             os.makedirs(self.log_dir, exist_ok=True)
             self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
-        if self.max_steps is not None and self._batches // self._accumulation >= self.max_steps:
+        if self.max_steps is not None and self._counter.step >= self.max_steps:
             self.model.stop_training = True
 
     def _loss_sums(self):
@@ -106,12 +111,15 @@ class TrainingMonitor(keras.callbacks.Callback):
         last_total, last_count, batches, last_time = self._last
         self._last = (last_total - total, last_count - count, batches, last_time)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._counter.epoch_begin()
+
     def on_train_batch_end(self, batch, logs=None):
-        self._batches += 1
-        if self._batches % self._accumulation:
+        self._counter.batch_end(batch)
+        if not self._counter.update_ended():
             return
-        step = self._batches // self._accumulation
-        if self._writer is not None and step % self.every_steps == 0:
+        step = self._counter.step
+        if self._writer is not None and self._counter.crossed(self.every_steps):
             self._record(step)
         if self.max_steps is not None and step >= self.max_steps:
             self.model.stop_training = True
@@ -123,9 +131,9 @@ class TrainingMonitor(keras.callbacks.Callback):
         loss = (total - last_total) / (count - last_count) if count > last_count else math.nan
         tokens_per_second = None
         if self.tokens_per_batch is not None and now > last_time:
-            tokens_per_second = self.tokens_per_batch * (self._batches - last_batches)
+            tokens_per_second = self.tokens_per_batch * (self._counter.batches - last_batches)
             tokens_per_second /= now - last_time
-        self._last = (total, count, self._batches, now)
+        self._last = (total, count, self._counter.batches, now)
         row = {
             "step": step,
             "loss": loss,
@@ -140,7 +148,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         rate = optimizer._learning_rate
         if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
             # The rate of the update just applied, not of the next one.
-            return float(ops.convert_to_numpy(rate(self._batches - 1)))
+            return float(ops.convert_to_numpy(rate(self._counter.batches - 1)))
         return float(ops.convert_to_numpy(optimizer.learning_rate))
 
     def _write(self, row):
@@ -159,11 +167,11 @@ class TrainingMonitor(keras.callbacks.Callback):
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
 
     def on_train_end(self, logs=None):
-        step = self._batches // self._accumulation
+        step = self._counter.step
         if (
             self._writer is not None
-            and self._batches > self._last[2]
-            and not (self._batches % self._accumulation)
+            and self._counter.batches > self._last[2]
+            and self._counter.update_ended()
         ):
             self._record(step)  # the curve's last point
         if self._writer is not None:
