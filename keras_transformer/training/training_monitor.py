@@ -79,6 +79,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.max_steps = max_steps
         self.start_step = start_step
         self._writer = None
+        self._counter = None  # set while `fit` runs
+        self._tracker_holds_training = True
 
     def on_train_begin(self, logs=None):
         start = self.start_step
@@ -87,6 +89,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._counter = BatchCounter(start, accumulation_steps(self.model.optimizer))
         self._start_time = time.monotonic()
         self._last = (0.0, 0.0, start, self._start_time)  # total, count, batch, time
+        self._tracker_holds_training = True  # False from validation until the next epoch
         if self.log_dir is not None:
             import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
 
@@ -96,23 +99,38 @@ class TrainingMonitor(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def _loss_sums(self):
+        """The training loss summed over this epoch's batches so far, and their count."""
+        if not self._tracker_holds_training:
+            return 0.0, 0.0  # validation reused the tracker; the offsets in `_last` hold it
         tracker = next(metric for metric in self.model.metrics if metric.name == "loss")
         return (
             float(ops.convert_to_numpy(tracker.total)),
             float(ops.convert_to_numpy(tracker.count)),
         )
 
-    def on_epoch_end(self, epoch, logs=None):
-        if self._writer is None:
+    def _end_epoch_sums(self):
+        # Keras resets its loss tracker when validation begins and when the next
+        # epoch begins: carry the sums since the last record over, as negative
+        # offsets from zero.
+        if self._writer is None or not self._tracker_holds_training:
             return
-        # Keras resets its loss tracker when the next epoch begins: carry the sums
-        # since the last record over, as negative offsets from zero.
         total, count = self._loss_sums()
         last_total, last_count, batches, last_time = self._last
         self._last = (last_total - total, last_count - count, batches, last_time)
+        self._tracker_holds_training = False
+
+    def on_test_begin(self, logs=None):
+        # `fit`'s validation calls this before resetting the tracker. (Outside `fit`,
+        # an `evaluate` that was given this callback has no curve to keep.)
+        if self._counter is not None:
+            self._end_epoch_sums()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._end_epoch_sums()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._counter.epoch_begin()
+        self._tracker_holds_training = True
 
     def on_train_batch_end(self, batch, logs=None):
         self._counter.batch_end(batch)
@@ -178,3 +196,4 @@ class TrainingMonitor(keras.callbacks.Callback):
             self._writer.flush()
             self._writer.close()
             self._writer = None
+        self._counter = None
