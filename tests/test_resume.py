@@ -215,6 +215,35 @@ def test_sigterm_goes_to_the_programs_own_handler_after_the_save(tmp_path):
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 6
 
 
+def test_sigterm_during_validation_stops_there(tmp_path):
+    # Validation runs after the epoch's last update: the signal is acted on during it,
+    # not after the next epoch's first batch.
+    validation_batches = []
+
+    class SendSigtermInValidation(keras.callbacks.Callback):
+        def on_test_batch_end(self, batch, logs=None):
+            validation_batches.append(batch)
+            if batch == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    model = compiled_model()
+    ids = np.random.default_rng(0).integers(4, 40, size=(6, 6)).astype("int32")
+    inputs = {"encoder_token_ids": ids, "decoder_token_ids": ids}
+    checkpoint = PeriodicCheckpoint(tmp_path, every_steps=1000, every_minutes=None, keep=3,
+                                    average_last=None)  # fmt: skip
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        model.fit(inputs, ids, batch_size=2, epochs=3, verbose=0, validation_data=(inputs, ids),
+                  validation_batch_size=1,
+                  callbacks=[SendSigtermInValidation(), checkpoint])  # fmt: skip
+    assert stopped.value.code == 143
+    assert validation_batches == [0, 1]  # of 6
+    assert signal.getsignal(signal.SIGTERM) is previous
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 3  # one epoch
+    assert os.listdir(tmp_path) == ["ckpt-00000003.weights.h5"]
+    assert read_training_state(str(tmp_path / "ckpt-00000003.weights.h5")) == 3
+
+
 def compiled_model():
     keras.utils.set_random_seed(1)
     config = TransformerConfig(

@@ -50,11 +50,11 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     (make N a multiple of k, or k of N).
 
     A SIGTERM (a preemption, `kill`, Kubernetes stopping a pod) is held until
-    the current update ends; then the update is saved and the signal acted
-    on: the process exits with status 143 through `SystemExit` (or the
-    program's own handler runs), skipping the final average. Only updates
-    in progress are lost. Not in multi-worker or multi-process training,
-    where one process cannot stop alone.
+    the current update (or `fit`'s current validation batch) ends; then the
+    update is saved and the signal acted on: the process exits with status
+    143 through `SystemExit` (or the program's own handler runs), skipping
+    the final average. Only updates in progress are lost. Not in multi-worker
+    or multi-process training, where one process cannot stop alone.
 
     `restore(model)` loads the newest readable checkpoint of the directory
     and returns the number of batches trained on, so that a restarted script
@@ -119,6 +119,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._failed = False
         self._restored_batches = None
         self._stop = StopSignals(save_on_signals)
+        self._last_batch_logs = None  # the logs of the last training batch
 
     def _checkpoints(self):
         """Checkpoint files of the directory, oldest step first."""
@@ -190,6 +191,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self._counter.batch_end(batch)
+        self._last_batch_logs = logs
         if not self._counter.update_ended():
             return  # mid-update: accumulated gradients would be saved half-summed
         step = self._step()
@@ -206,6 +208,28 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
                 self._stop_now(step)
         except BaseException:
             self._stop.restore()  # training ends here: give the program its handlers back
+            raise
+
+    def on_test_batch_end(self, batch, logs=None):
+        # `fit`'s validation can outlast a preemption's grace period: stop in it.
+        self._stop_outside_training_batches()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._stop_outside_training_batches()
+
+    def _stop_outside_training_batches(self):
+        if not self._stop.installed or self._stop.received is None:
+            return  # no signal, or not in `fit` (an `evaluate` given this callback)
+        if not self._counter.update_ended():
+            return
+        step = self._step()
+        try:
+            saved = os.path.exists(os.path.join(self.directory, NAME_FORMAT.format(step=step)))
+            if not saved and self._loss_is_finite(self._last_batch_logs):
+                self.save(step)
+            self._stop_now(step)
+        except BaseException:
+            self._stop.restore()
             raise
 
     def _stop_now(self, step):

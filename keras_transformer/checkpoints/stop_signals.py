@@ -64,6 +64,11 @@ class StopSignals:
             signal.signal(signum, self._catch)
         return True
 
+    @property
+    def installed(self):
+        """True between `install` and `restore` (or `deliver`)."""
+        return bool(self._previous)
+
     def _catch(self, signum, frame):
         if self.received is None:
             self.received = signum
