@@ -244,3 +244,33 @@ def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, t
         f"Removed 1 unfinished checkpoint write(s) of killed runs: {left_by_the_killed_run}"
         in output
     )
+
+
+def test_a_truncated_checkpoint_at_the_final_step_is_rewritten(tiny_config, tmp_path):
+    # Run 1 saved steps 1 and 2; step 2's file was then truncated (a crash of the disk,
+    # not of our write). Run 2 resumes from step 1, ends at step 2, and must write step 2
+    # again rather than keep the broken file because one of that name exists.
+    first = PeriodicCheckpoint(
+        tmp_path, every_steps=1, every_minutes=None, keep=5, average_last=None
+    )
+    train_two_per_step(tiny_config, 2, [first])
+    broken = tmp_path / checkpoint_names([2])[0]
+    broken.write_bytes(broken.read_bytes()[:1000])
+    inputs = token_inputs(tiny_config, 2)
+    keras.utils.set_random_seed(0)
+    model = Seq2SeqTransformer(tiny_config)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    second = PeriodicCheckpoint(
+        tmp_path, every_steps=1000, every_minutes=None, keep=5, average_last=2
+    )
+    assert second.restore(model) == 1
+    model.fit(inputs, inputs["decoder_token_ids"], batch_size=2, epochs=1, verbose=0,
+              callbacks=[second])  # fmt: skip
+    assert read_training_state(str(broken)) == 2  # readable again
+    for averaged, a, b in zip(
+        model.weights,
+        weights_in(tmp_path / checkpoint_names([1])[0], tiny_config),
+        weights_in(broken, tiny_config),
+        strict=True,
+    ):
+        np.testing.assert_allclose(to_numpy(averaged), (a + b) / 2, rtol=1e-6, atol=1e-7)

@@ -194,43 +194,50 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._last_batch_logs = logs
         if not self._counter.update_ended():
             return  # mid-update: accumulated gradients would be saved half-summed
-        step = self._step()
         due_steps = self.every_steps is not None and self._counter.crossed(self.every_steps)
         due_time = (
             self.every_minutes is not None
             and time.monotonic() - self._last_save_time >= 60.0 * self.every_minutes
         )
-        stopping = self._stop.received is not None
         try:
-            if (due_steps or due_time or stopping) and self._loss_is_finite(logs):
-                self.save(step)
-            if stopping:
-                self._stop_now(step)
+            if self._stop.received is not None:
+                self._save_and_stop()
+            elif (due_steps or due_time) and self._loss_is_finite(logs):
+                self.save(self._step())
         except BaseException:
             self._stop.restore()  # training ends here: give the program its handlers back
             raise
 
     def on_test_batch_end(self, batch, logs=None):
         # `fit`'s validation can outlast a preemption's grace period: stop in it.
-        self._stop_outside_training_batches()
+        self._stop_between_updates()
 
     def on_epoch_end(self, epoch, logs=None):
-        self._stop_outside_training_batches()
+        self._stop_between_updates()
 
-    def _stop_outside_training_batches(self):
+    def _stop_between_updates(self):
         if not self._stop.installed or self._stop.received is None:
             return  # no signal, or not in `fit` (an `evaluate` given this callback)
-        if not self._counter.update_ended():
-            return
+        if self._counter.update_ended():
+            try:
+                self._save_and_stop()
+            except BaseException:
+                self._stop.restore()
+                raise
+
+    def _save_and_stop(self):
+        """Saves the current step (unless just saved), then delivers the signal."""
         step = self._step()
-        try:
-            saved = os.path.exists(os.path.join(self.directory, NAME_FORMAT.format(step=step)))
-            if not saved and self._loss_is_finite(self._last_batch_logs):
-                self.save(step)
-            self._stop_now(step)
-        except BaseException:
-            self._stop.restore()
-            raise
+        if not self._saved_step(step) and self._loss_is_finite(self._last_batch_logs):
+            self.save(step)
+        self._stop_now(step)
+
+    def _saved_step(self, step):
+        # Saved by this callback, not merely on disk: a file of this step left by an
+        # earlier run (say, the truncated one `restore` skipped) must be overwritten.
+        return bool(self.saved) and self.saved[-1] == os.path.join(
+            self.directory, NAME_FORMAT.format(step=step)
+        )
 
     def _stop_now(self, step):
         name = signal.Signals(self._stop.received).name
@@ -292,8 +299,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if self._failed:
             return
         step = self._step()
-        final = os.path.join(self.directory, NAME_FORMAT.format(step=step))
-        if not os.path.exists(final) and self._loss_is_finite(logs):
+        if not self._saved_step(step) and self._loss_is_finite(logs):
             self.save(step)
         if self._stop.received is not None:
             self._stop_now(step)  # stopped, not finished: no average
