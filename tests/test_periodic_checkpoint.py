@@ -246,10 +246,10 @@ def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, t
     )
 
 
-def test_a_truncated_checkpoint_at_the_final_step_is_rewritten(tiny_config, tmp_path):
+def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config, tmp_path):
     # Run 1 saved steps 1 and 2; step 2's file was then truncated (a crash of the disk,
-    # not of our write). Run 2 resumes from step 1, ends at step 2, and must write step 2
-    # again rather than keep the broken file because one of that name exists.
+    # not of our write). Run 2 resumes from step 1, ends at step 2, writes step 2 again
+    # and averages it with step 1.
     first = PeriodicCheckpoint(
         tmp_path, every_steps=1, every_minutes=None, keep=5, average_last=None
     )
@@ -264,6 +264,8 @@ def test_a_truncated_checkpoint_at_the_final_step_is_rewritten(tiny_config, tmp_
         tmp_path, every_steps=1000, every_minutes=None, keep=5, average_last=2
     )
     assert second.restore(model) == 1
+    # Set aside, not deleted, so that averaging or pruning never reads it as a checkpoint.
+    assert (tmp_path / (broken.name + ".unreadable")).stat().st_size == 1000
     model.fit(inputs, inputs["decoder_token_ids"], batch_size=2, epochs=1, verbose=0,
               callbacks=[second])  # fmt: skip
     assert read_training_state(str(broken)) == 2  # readable again

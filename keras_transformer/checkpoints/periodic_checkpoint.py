@@ -136,6 +136,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         Args:
             model: the compiled model, as built for the first run.
 
+        Unreadable checkpoints newer than the one loaded are renamed to
+        `<name>.unreadable` (kept, not deleted), so that neither averaging nor
+        pruning takes them for checkpoints of the resumed run.
+
         Returns:
             int, batches trained on (0 when the directory holds no
             checkpoint): the `start_step` of `make_translation_dataset`.
@@ -145,15 +149,20 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         """
         candidates = self._checkpoints() if os.path.isdir(self.directory) else []
         problems = []
+        unreadable = []
         for path in reversed(candidates):
             try:
                 batches = restore_training_state(model, path)
             except UnreadableCheckpointError as error:
                 problems.append(str(error))
+                unreadable.append(path)
                 logger.warning("%s Trying the previous checkpoint.", error)
                 print(f"WARNING: {error} Trying the previous one.")
                 continue
             print(f"Resuming from {path} (batch {batches}).")
+            for broken in unreadable:
+                os.replace(broken, broken + ".unreadable")
+                print(f"Renamed the unreadable {broken} to {broken}.unreadable")
             self._restored_batches = batches
             return batches
         if problems:
