@@ -133,12 +133,12 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def restore(self, model):
         """Loads the newest readable checkpoint of the directory into `model`.
 
-        Args:
-            model: the compiled model, as built for the first run.
-
         Unreadable checkpoints newer than the one loaded are renamed to
         `<name>.unreadable` (kept, not deleted), so that neither averaging nor
         pruning takes them for checkpoints of the resumed run.
+
+        Args:
+            model: the compiled model, as built for the first run.
 
         Returns:
             int, batches trained on (0 when the directory holds no
