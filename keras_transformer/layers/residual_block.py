@@ -4,6 +4,7 @@ import keras
 
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.utils import clone_initializer
 
@@ -78,7 +79,7 @@ class ResidualBlock(keras.layers.Layer):
         )
 
     def _norm_and_dropout(self, name, sequence_shape):
-        norm = keras.layers.LayerNormalization(
+        norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=f"{name}_norm"
         )
         norm.build(sequence_shape)

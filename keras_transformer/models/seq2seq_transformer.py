@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_transformer.layers.masks import padding_mask
 from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
@@ -125,10 +126,10 @@ class Seq2SeqTransformer(keras.Model):
         self.encoder_final_norm = self.decoder_final_norm = None
         if c.normalize_first:
             # Pre-LN leaves the residual stream unnormalized: close each stack with a LayerNorm.
-            self.encoder_final_norm = keras.layers.LayerNormalization(
+            self.encoder_final_norm = LayerNormalization(
                 epsilon=c.layer_norm_epsilon, dtype=policy, name="encoder_final_norm"
             )
-            self.decoder_final_norm = keras.layers.LayerNormalization(
+            self.decoder_final_norm = LayerNormalization(
                 epsilon=c.layer_norm_epsilon, dtype=policy, name="decoder_final_norm"
             )
 
