@@ -17,11 +17,11 @@ class LayerNormalization(keras.layers.LayerNormalization):
     epsilon)`: `s` has the full shape of `x`, and XLA keeps it in memory for
     the backward pass (a (batch, length, d_model) broadcast per LayerNorm).
     Here the normalized input is scaled last, which leaves only per-position
-    statistics to keep besides the input. On 2 CPU
-    cores a training step of the benchmark model ran about 4% faster on JAX,
-    and 10 LayerNorms forward and backward took 14-17% less time on
-    TensorFlow (docs/benchmarks.md). Inputs in float16 or bfloat16 are normalized in
-    float32, as Keras does, and returned in the compute dtype.
+    statistics to keep besides the input. On 2 CPU cores a training step of
+    the benchmark model ran about 4% faster on JAX, and 10 LayerNorms forward
+    and backward took 14-17% less time on TensorFlow (docs/benchmarks.md).
+    Inputs in float16 or bfloat16 are normalized in float32, as Keras does,
+    and returned in the compute dtype.
 
     Other settings (`axis` other than the last, `center=False`,
     `scale=False`, the deprecated `rms_scaling`) fall back to Keras' code.
