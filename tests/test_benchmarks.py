@@ -123,7 +123,12 @@ def test_training_throughput_runs_both_builds(data_dir, dtype):
     # Same size: the comparison is between two builds of one architecture.
     assert params["ours"] == params["keras-hub"], output
     for rate, mfu in rows.values():
-        assert int(rate.replace(",", "")) > 0 and 0 < float(mfu) <= 100, output
+        assert int(rate.replace(",", "")) > 0 and float(mfu) > 0, output
+        # The float32 peak is a compiled GEMM the models' matmuls cannot beat. Not so for
+        # bfloat16 on a CPU: the peak is XLA's bfloat16 matmul, one 256^2 sample, while an
+        # uncompiled TensorFlow step runs oneDNN's kernels (a CI run measured 118-134%).
+        if dtype == "float32":
+            assert float(mfu) <= 100, output
     assert ratio is not None and float(ratio.group(1)) > 0, output
 
 
