@@ -125,8 +125,8 @@ def test_training_throughput_runs_both_builds(data_dir, dtype):
     for rate, mfu in rows.values():
         assert int(rate.replace(",", "")) > 0 and float(mfu) > 0, output
         # The float32 peak is a compiled GEMM the models' matmuls cannot beat. Not so for
-        # bfloat16 on a CPU: the peak is XLA's bfloat16 matmul, one 256^2 sample, while an
-        # uncompiled TensorFlow step runs oneDNN's kernels (a CI run measured 118-134%).
+        # bfloat16 on a CPU: the peak is one 256^2 sample of XLA's bfloat16 matmul, and the
+        # uncompiled TensorFlow step's own kernels ran faster than it (118-134% in a CI run).
         if dtype == "float32":
             assert float(mfu) <= 100, output
     assert ratio is not None and float(ratio.group(1)) > 0, output
