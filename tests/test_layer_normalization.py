@@ -21,8 +21,8 @@ def normalization(seed=0, features=16, epsilon=1e-6, **kwargs):
     return layer
 
 
-def value_and_gradients(layer, x, upstream):
-    """`sum(layer(x) * upstream)` and its gradients in x, gamma and beta (backend autodiff)."""
+def gradients(layer, x, upstream):
+    """The gradients of `sum(layer(x) * upstream)` in x, gamma and beta (backend autodiff)."""
     if keras.backend.backend() == "jax":
         import jax
 
@@ -73,7 +73,7 @@ def test_gradients_match_the_closed_form():
     x = rng.normal(loc=-1.0, scale=3.0, size=(3, 5, 16)).astype("float32")
     upstream = rng.normal(size=x.shape).astype("float32")
     gamma = to_numpy(layer.gamma).astype(np.float64)
-    got = value_and_gradients(layer, x, upstream)
+    got = gradients(layer, x, upstream)
     expected = closed_form_gradients(x, gamma, upstream, epsilon=1e-3)
     for name, g, e in zip(["x", "gamma", "beta"], got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=name)
