@@ -1,0 +1,83 @@
+"""kernel_matmul: the value and gradients of ops.matmul, and the JAX CPU kernel gradient's form."""
+
+import keras
+import numpy as np
+import pytest
+from conftest import to_numpy
+
+from keras_transformer.layers.kernel_matmul import kernel_matmul
+
+
+def gradients(x, w, upstream):
+    """The gradients of `sum(kernel_matmul(x, w) * upstream)` in x and w (backend autodiff)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        def loss(x, w):
+            return (kernel_matmul(x, w) * upstream).sum()
+
+        # jit: the form the trainer runs (the custom gradient is traced, then compiled).
+        return [np.asarray(g) for g in jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)]
+    import tensorflow as tf
+
+    x, w = tf.constant(x), tf.constant(w)
+    with tf.GradientTape() as tape:
+        tape.watch([x, w])
+        loss = tf.reduce_sum(kernel_matmul(x, w) * upstream)
+    return [g.numpy() for g in tape.gradient(loss, [x, w])]
+
+
+@pytest.mark.parametrize("leading", [(6,), (3, 5), (2, 3, 4)])
+def test_value_and_gradients_match_the_closed_form(leading):
+    rng = np.random.default_rng(len(leading))
+    x = rng.normal(size=(*leading, 16)).astype("float32")
+    w = rng.normal(size=(16, 24)).astype("float32")
+    upstream = rng.normal(size=(*leading, 24)).astype("float32")
+    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), upstream.astype(np.float64)
+
+    np.testing.assert_allclose(to_numpy(kernel_matmul(x, w)), x64 @ w64, rtol=1e-5, atol=1e-5)
+    dx, dw = gradients(x, w, upstream)
+    assert dx.shape == x.shape and dw.shape == w.shape
+    np.testing.assert_allclose(dx, g64 @ w64.T, rtol=1e-5, atol=1e-4, err_msg="x")
+    # dW = sum over every leading position of x^T dy.
+    rows, upstream_rows = x64.reshape(-1, 16), g64.reshape(-1, 24)
+    np.testing.assert_allclose(dw, rows.T @ upstream_rows, rtol=1e-5, atol=1e-4, err_msg="w")
+
+
+def test_half_precision_keeps_the_dtype_of_value_and_gradients():
+    rng = np.random.default_rng(7)
+    x = keras.ops.cast(rng.normal(size=(4, 8)), "bfloat16")
+    w = keras.ops.cast(rng.normal(size=(8, 8)), "bfloat16")
+    upstream = keras.ops.cast(rng.normal(size=(4, 8)), "bfloat16")
+    outputs = kernel_matmul(x, w)
+    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    x32, w32 = (to_numpy(keras.ops.cast(t, "float32")) for t in (x, w))
+    np.testing.assert_allclose(
+        to_numpy(keras.ops.cast(outputs, "float32")), x32 @ w32, rtol=2e-2, atol=5e-2
+    )
+    for gradient, like in zip(gradients(x, w, upstream), (x, w), strict=True):
+        assert keras.backend.standardize_dtype(gradient.dtype) == "bfloat16"
+        assert gradient.shape == like.shape
+
+
+def test_a_kernel_that_is_not_a_matrix_is_refused():
+    with pytest.raises(ValueError, match=r"`kernel` must be a matrix .*shape=\(2, 3, 4\)"):
+        kernel_matmul(np.ones((5, 2), "float32"), np.ones((2, 3, 4), "float32"))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
+def test_on_jax_cpu_the_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose():
+    import jax
+
+    x = np.ones((3, 5, 16), "float32")
+    w = np.ones((16, 24), "float32")
+    jaxpr = jax.make_jaxpr(jax.grad(lambda x, w: kernel_matmul(x, w).sum(), argnums=1))(x, w)
+    text = str(jaxpr)
+    assert "optimization_barrier" in text
+    # The kernel gradient: (d_in, tokens) x (tokens, d_out), left operand contracting axis 1.
+    dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
+    kernel_gradient = [e for e in dots if tuple(e.outvars[0].aval.shape) == (16, 24)]
+    assert len(kernel_gradient) == 1
+    (lhs_contracting, rhs_contracting), _ = kernel_gradient[0].params["dimension_numbers"]
+    assert tuple(lhs_contracting) == (1,) and tuple(rhs_contracting) == (0,)
+    assert tuple(kernel_gradient[0].invars[0].aval.shape) == (16, 15)
