@@ -27,12 +27,16 @@ def gradients(x, w, upstream):
     return [g.numpy() for g in tape.gradient(loss, [x, w])]
 
 
-@pytest.mark.parametrize("leading", [(6,), (3, 5), (2, 3, 4)])
-def test_value_and_gradients_match_the_closed_form(leading):
-    rng = np.random.default_rng(len(leading))
-    x = rng.normal(size=(*leading, 16)).astype("float32")
-    w = rng.normal(size=(16, 24)).astype("float32")
-    upstream = rng.normal(size=(*leading, 24)).astype("float32")
+@pytest.mark.parametrize(
+    "leading, d_in, d_out",
+    [((6,), 16, 24), ((3, 5), 16, 24), ((2, 3, 4), 16, 24), ((3, 5), 24, 16), ((3, 5), 16, 16)],
+    ids=["widening-2d", "widening-3d", "widening-4d", "narrowing", "square"],
+)
+def test_value_and_gradients_match_the_closed_form(leading, d_in, d_out):
+    rng = np.random.default_rng(len(leading) + d_in)
+    x = rng.normal(size=(*leading, d_in)).astype("float32")
+    w = rng.normal(size=(d_in, d_out)).astype("float32")
+    upstream = rng.normal(size=(*leading, d_out)).astype("float32")
     x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), upstream.astype(np.float64)
 
     np.testing.assert_allclose(to_numpy(kernel_matmul(x, w)), x64 @ w64, rtol=1e-5, atol=1e-5)
@@ -40,15 +44,15 @@ def test_value_and_gradients_match_the_closed_form(leading):
     assert dx.shape == x.shape and dw.shape == w.shape
     np.testing.assert_allclose(dx, g64 @ w64.T, rtol=1e-5, atol=1e-4, err_msg="x")
     # dW = sum over every leading position of x^T dy.
-    rows, upstream_rows = x64.reshape(-1, 16), g64.reshape(-1, 24)
+    rows, upstream_rows = x64.reshape(-1, d_in), g64.reshape(-1, d_out)
     np.testing.assert_allclose(dw, rows.T @ upstream_rows, rtol=1e-5, atol=1e-4, err_msg="w")
 
 
 def test_half_precision_keeps_the_dtype_of_value_and_gradients():
     rng = np.random.default_rng(7)
     x = keras.ops.cast(rng.normal(size=(4, 8)), "bfloat16")
-    w = keras.ops.cast(rng.normal(size=(8, 8)), "bfloat16")
-    upstream = keras.ops.cast(rng.normal(size=(4, 8)), "bfloat16")
+    w = keras.ops.cast(rng.normal(size=(8, 16)), "bfloat16")
+    upstream = keras.ops.cast(rng.normal(size=(4, 16)), "bfloat16")
     outputs = kernel_matmul(x, w)
     assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
     x32, w32 = (to_numpy(keras.ops.cast(t, "float32")) for t in (x, w))
@@ -66,18 +70,28 @@ def test_a_kernel_that_is_not_a_matrix_is_refused():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
-def test_on_jax_cpu_the_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose():
+def test_on_jax_cpu_a_widening_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose():
     import jax
 
-    x = np.ones((3, 5, 16), "float32")
-    w = np.ones((16, 24), "float32")
-    jaxpr = jax.make_jaxpr(jax.grad(lambda x, w: kernel_matmul(x, w).sum(), argnums=1))(x, w)
-    text = str(jaxpr)
-    assert "optimization_barrier" in text
-    # The kernel gradient: (d_in, tokens) x (tokens, d_out), left operand contracting axis 1.
-    dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
-    kernel_gradient = [e for e in dots if tuple(e.outvars[0].aval.shape) == (16, 24)]
-    assert len(kernel_gradient) == 1
-    (lhs_contracting, rhs_contracting), _ = kernel_gradient[0].params["dimension_numbers"]
+    def traced_gradient(matmul, d_in, d_out):
+        x, w = np.ones((3, 5, d_in), "float32"), np.ones((d_in, d_out), "float32")
+        return jax.make_jaxpr(jax.grad(lambda x, w: matmul(x, w).sum(), argnums=1))(x, w)
+
+    jaxpr = traced_gradient(kernel_matmul, 16, 24)
+    assert "optimization_barrier" in str(jaxpr)
+    dots = [
+        e
+        for e in jaxpr.jaxpr.eqns
+        if e.primitive.name == "dot_general" and e.outvars[0].aval.shape == (16, 24)
+    ]
+    assert len(dots) == 1, jaxpr
+    # (d_in, tokens) x (tokens, d_out): the left operand contracts its last axis.
+    (lhs_contracting, rhs_contracting), _ = dots[0].params["dimension_numbers"]
     assert tuple(lhs_contracting) == (1,) and tuple(rhs_contracting) == (0,)
-    assert tuple(kernel_gradient[0].invars[0].aval.shape) == (16, 15)
+    assert dots[0].invars[0].aval.shape == (16, 15)
+
+    # Narrowing and square kernels: exactly the program of a plain matmul.
+    for d_in, d_out in [(24, 16), (16, 16)]:
+        assert str(traced_gradient(kernel_matmul, d_in, d_out)) == str(
+            traced_gradient(keras.ops.matmul, d_in, d_out)
+        )

@@ -7,7 +7,6 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
-from keras_transformer.layers.kernel_matmul import kernel_matmul
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
 from keras_transformer.layers.utils import clone_initializer, update_cache
 
@@ -245,7 +244,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernels, biases = zip(*(self._matrix(dense) for dense in denses), strict=True)
         sizes = [kernel.shape[-1] for kernel in kernels]
         kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
-        outputs = kernel_matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
+        outputs = ops.matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
         if self.use_bias:
             outputs = outputs + (biases[0] if len(biases) == 1 else ops.concatenate(biases))
         parts = (
@@ -271,7 +270,7 @@ class MultiHeadAttention(keras.layers.Layer):
         leading = ops.shape(context)[:2]  # (batch, q)
         context = ops.reshape(context, (*leading, self.num_heads * self.value_dim))
         kernel, bias = self._matrix(self.output_dense)  # (h * d_v, output_dim)
-        outputs = kernel_matmul(context, kernel)  # (batch, q, output_dim)
+        outputs = ops.matmul(context, kernel)  # (batch, q, output_dim)
         return (outputs if bias is None else outputs + bias), weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
