@@ -1,7 +1,44 @@
+from collections import Counter
+
 import keras
 import pytest
 
 from keras_transformer import TransformerConfig
+
+# The files with the longest runs in CI (pytest --durations), started first. Under
+# `--dist loadfile` a file runs whole in one of the two workers, and xdist's own order (most
+# tests first) started most of these late, as they hold few tests, so one worker could be
+# left running the longest of them alone at the end. `.ci/run` passes `--no-loadscope-reorder` so that xdist keeps this order.
+LONGEST_FIRST = (
+    "test_recipes.py",
+    "test_resume.py",
+    "test_benchmarks.py",
+    "test_periodic_checkpoint.py",
+    "test_multi_process_jax.py",
+    "test_multi_worker.py",
+    "test_accumulation.py",
+    "test_distributed.py",
+    "test_export.py",
+    "test_translator.py",
+    "test_figures.py",
+    "test_learning.py",
+    "test_cross_backend.py",
+    "test_training_monitor.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files in `LONGEST_FIRST` order, then the others by number of tests (xdist's order)."""
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    counts = Counter(item.path.name for item in items)
+    # A stable sort on a per-file key: each file stays contiguous and in its own order.
+    items.sort(
+        key=lambda item: (
+            rank.get(item.path.name, len(rank)),
+            -counts[item.path.name],
+            item.path.name,
+        )
+    )
 
 
 @pytest.fixture(autouse=True)
