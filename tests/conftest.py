@@ -8,7 +8,8 @@ from keras_transformer import TransformerConfig
 # The files with the longest runs in CI (pytest --durations), started first. Under
 # `--dist loadfile` a file runs whole in one of the two workers, and xdist's own order (most
 # tests first) started most of these late, as they hold few tests, so one worker could be
-# left running the longest of them alone at the end. `.ci/run` passes `--no-loadscope-reorder` so that xdist keeps this order.
+# left running the longest of them alone at the end. `.ci/run` passes
+# `--no-loadscope-reorder` so that xdist keeps this order.
 LONGEST_FIRST = (
     "test_recipes.py",
     "test_resume.py",
