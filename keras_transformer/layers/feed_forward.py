@@ -56,18 +56,18 @@ class FeedForward(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
     def build(self, inputs_shape):
-        def dense(units, activation, name):
+        # Weight holders only: `call` applies them (and the activation) itself.
+        def dense(units, name):
             return keras.layers.Dense(
                 units,
-                activation=activation,
                 kernel_initializer=clone_initializer(self.kernel_initializer),
                 bias_initializer=clone_initializer(self.bias_initializer),
                 dtype=self.dtype_policy,
                 name=name,
             )
 
-        self.inner_dense = dense(self.intermediate_dim, self.activation, "inner")
-        self.output_dense = dense(inputs_shape[-1], None, "output")
+        self.inner_dense = dense(self.intermediate_dim, "inner")
+        self.output_dense = dense(inputs_shape[-1], "output")
         self.dropout_layer = Dropout(self.activation_dropout, dtype=self.dtype_policy)
         self.inner_dense.build(inputs_shape)
         self.output_dense.build((*inputs_shape[:-1], self.intermediate_dim))
@@ -79,10 +79,10 @@ class FeedForward(keras.layers.Layer):
         return self._apply(self.output_dense, hidden)  # (batch, length, d_model)
 
     def _apply(self, dense, inputs):
-        # The Dense layers hold the weights; `kernel_matmul` has the faster
-        # kernel gradient on JAX's CPU backend.
+        # `kernel_matmul` has the faster kernel gradient on JAX's CPU backend. `inputs` are
+        # already in the compute dtype (Keras casts a layer's inputs; dropout keeps the dtype).
         kernel = ops.cast(dense.kernel, self.compute_dtype)
-        outputs = kernel_matmul(ops.cast(inputs, self.compute_dtype), kernel)
+        outputs = kernel_matmul(inputs, kernel)
         return outputs + ops.cast(dense.bias, self.compute_dtype)
 
     def compute_output_shape(self, inputs_shape):
