@@ -8,13 +8,13 @@ from conftest import to_numpy
 from keras_transformer.layers.kernel_matmul import kernel_matmul
 
 
-def gradients(x, w, upstream):
+def gradients(x, w, upstream, transpose_kernel=False):
     """The gradients of `sum(kernel_matmul(x, w) * upstream)` in x and w (backend autodiff)."""
     if keras.backend.backend() == "jax":
         import jax
 
         def loss(x, w):
-            return (kernel_matmul(x, w) * upstream).sum()
+            return (kernel_matmul(x, w, transpose_kernel) * upstream).sum()
 
         # jit: the form the trainer runs (the custom gradient is traced, then compiled).
         return [np.asarray(g) for g in jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)]
@@ -23,29 +23,38 @@ def gradients(x, w, upstream):
     x, w = tf.constant(x), tf.constant(w)
     with tf.GradientTape() as tape:
         tape.watch([x, w])
-        loss = tf.reduce_sum(kernel_matmul(x, w) * upstream)
+        loss = tf.reduce_sum(kernel_matmul(x, w, transpose_kernel) * upstream)
     return [g.numpy() for g in tape.gradient(loss, [x, w])]
 
 
+@pytest.mark.parametrize("transpose_kernel", [False, True], ids=["kernel", "kernel^T"])
 @pytest.mark.parametrize(
     "leading, d_in, d_out",
     [((6,), 16, 24), ((3, 5), 16, 24), ((2, 3, 4), 16, 24), ((3, 5), 24, 16), ((3, 5), 16, 16)],
     ids=["widening-2d", "widening-3d", "widening-4d", "narrowing", "square"],
 )
-def test_value_and_gradients_match_the_closed_form(leading, d_in, d_out):
+def test_value_and_gradients_match_the_closed_form(leading, d_in, d_out, transpose_kernel):
     rng = np.random.default_rng(len(leading) + d_in)
     x = rng.normal(size=(*leading, d_in)).astype("float32")
-    w = rng.normal(size=(d_in, d_out)).astype("float32")
+    w = rng.normal(size=(d_in, d_out)).astype("float32")  # the (d_in, d_out) matrix applied
+    if transpose_kernel:
+        w = np.ascontiguousarray(w.T)  # stored as (d_out, d_in), as a tied embedding
     upstream = rng.normal(size=(*leading, d_out)).astype("float32")
-    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), upstream.astype(np.float64)
+    x64, g64 = x.astype(np.float64), upstream.astype(np.float64)
+    applied = w.T.astype(np.float64) if transpose_kernel else w.astype(np.float64)
 
-    np.testing.assert_allclose(to_numpy(kernel_matmul(x, w)), x64 @ w64, rtol=1e-5, atol=1e-5)
-    dx, dw = gradients(x, w, upstream)
+    np.testing.assert_allclose(
+        to_numpy(kernel_matmul(x, w, transpose_kernel)), x64 @ applied, rtol=1e-5, atol=1e-5
+    )
+    dx, dw = gradients(x, w, upstream, transpose_kernel)
     assert dx.shape == x.shape and dw.shape == w.shape
-    np.testing.assert_allclose(dx, g64 @ w64.T, rtol=1e-5, atol=1e-4, err_msg="x")
-    # dW = sum over every leading position of x^T dy.
+    np.testing.assert_allclose(dx, g64 @ applied.T, rtol=1e-5, atol=1e-4, err_msg="x")
+    # dW = sum over every leading position of x^T dy (transposed back for a transposed kernel).
     rows, upstream_rows = x64.reshape(-1, d_in), g64.reshape(-1, d_out)
-    np.testing.assert_allclose(dw, rows.T @ upstream_rows, rtol=1e-5, atol=1e-4, err_msg="w")
+    expected = rows.T @ upstream_rows
+    np.testing.assert_allclose(
+        dw, expected.T if transpose_kernel else expected, rtol=1e-5, atol=1e-4, err_msg="w"
+    )
 
 
 def test_half_precision_keeps_the_dtype_of_value_and_gradients():
@@ -70,15 +79,26 @@ def test_a_kernel_that_is_not_a_matrix_is_refused():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
-def test_on_jax_cpu_a_widening_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose():
+@pytest.mark.parametrize("transpose_kernel", [False, True], ids=["kernel", "kernel^T"])
+def test_on_jax_cpu_a_widening_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose(
+    transpose_kernel,
+):
     import jax
 
     def traced_gradient(matmul, d_in, d_out):
-        x, w = np.ones((3, 5, d_in), "float32"), np.ones((d_in, d_out), "float32")
-        return jax.make_jaxpr(jax.grad(lambda x, w: matmul(x, w).sum(), argnums=1))(x, w)
+        x = np.ones((3, 5, d_in), "float32")
+        w = np.ones((d_out, d_in) if transpose_kernel else (d_in, d_out), "float32")
+
+        def total(x, w):
+            if matmul is kernel_matmul:
+                return kernel_matmul(x, w, transpose_kernel).sum()
+            return matmul(x, keras.ops.transpose(w) if transpose_kernel else w).sum()
+
+        return jax.make_jaxpr(jax.grad(total, argnums=1))(x, w)
 
     jaxpr = traced_gradient(kernel_matmul, 16, 24)
-    assert "optimization_barrier" in str(jaxpr)
+    # The transpose of x, and for a transposed kernel the dot's result too, are fenced.
+    assert str(jaxpr).count("optimization_barrier") == (2 if transpose_kernel else 1), jaxpr
     dots = [
         e
         for e in jaxpr.jaxpr.eqns

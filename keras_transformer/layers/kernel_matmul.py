@@ -6,27 +6,36 @@ import keras
 from keras import ops
 
 
-def kernel_matmul(inputs, kernel):
-    """`inputs @ kernel`: a (..., d_in) tensor times a (d_in, d_out) weight matrix.
+def kernel_matmul(inputs, kernel, transpose_kernel=False):
+    """`inputs @ kernel` (or `inputs @ kernel^T`) for a weight matrix `kernel`.
 
     The value and both gradients are those of `ops.matmul`; only the form
     of the kernel gradient `dW = x^T dy` differs, on the JAX backend on a
-    CPU, for widening kernels (`d_in < d_out`, as the feed-forward layer's
-    first one, 512 -> 2048). Autodiff hands XLA a dot that contracts the
-    first axis of both operands. XLA's CPU backend (jax 0.10) runs that
-    form with Eigen, while a dot whose left operand contracts its last axis
-    goes to its faster YNNPACK kernels. So `x^T` is materialized first: one
-    copy of the narrower operand, fenced by `optimization_barrier` so that
-    XLA cannot fold the transpose back into the dot. On 2 CPU cores the
-    (1020, 512) x (1020, 2048) kernel gradient took 14.0 instead of 18.5 ms,
-    copy included (docs/benchmarks.md). For square and narrowing kernels the
-    copy (of `x` or of the wider `dy`) costs what the faster dot saves, so
-    those keep autodiff's form, as do TensorFlow and JAX off the CPU (where
-    the matmul libraries read transposed operands in place).
+    CPU, for widening products (`d_in < d_out`, as the feed-forward layer's
+    first kernel, 512 -> 2048, or the tied pre-softmax projection,
+    512 -> vocabulary). Autodiff hands XLA a dot that contracts the first
+    axis of both operands. XLA's CPU backend (jax 0.10) runs that form with
+    Eigen, or copies an operand into a transposed layout for its faster
+    YNNPACK kernels, and it picks that operand itself: for the pre-softmax
+    projection, the (tokens, vocabulary) gradient of the logits, with the
+    softmax recomputed inside the copy. Here `x^T`, the narrower operand, is
+    materialized first (fenced by `optimization_barrier` so that XLA cannot
+    fold the transpose back into the dot) and the dot contracts its last
+    axis, which YNNPACK takes. On 2 CPU cores the (1020, 512) x (1020, 2048)
+    kernel gradient took 14.0 instead of 18.5 ms, copy included, and the
+    tied projection with the label-smoothed loss, forward and backward on
+    (68, 15) tokens and 8,000 rows, 219 instead of 247 ms
+    (docs/benchmarks.md). For square and narrowing kernels the copy (of `x`
+    or of the wider `dy`) costs what the faster dot saves, so those keep
+    autodiff's form, as do TensorFlow and JAX off the CPU (where the matmul
+    libraries read transposed operands in place).
 
     Args:
         inputs: (..., d_in) tensor.
-        kernel: (d_in, d_out) tensor of the same dtype.
+        kernel: (d_in, d_out) tensor of the same dtype; (d_out, d_in) with
+            `transpose_kernel=True`.
+        transpose_kernel: multiply by the transpose of `kernel`, as a tied
+            embedding matrix (vocabulary, d_model) is used for the logits.
 
     Returns:
         (..., d_out) tensor.
@@ -36,37 +45,46 @@ def kernel_matmul(inputs, kernel):
     >>> x, w = keras.random.normal((2, 5, 8)), keras.random.normal((8, 32))
     >>> kernel_matmul(x, w).shape
     (2, 5, 32)
+    >>> kernel_matmul(x, keras.random.normal((100, 8)), transpose_kernel=True).shape
+    (2, 5, 100)
     """
     if len(kernel.shape) != 2:
         raise ValueError(f"`kernel` must be a matrix (d_in, d_out). Received: shape={kernel.shape}")
-    d_in, d_out = kernel.shape
-    if keras.backend.backend() != "jax" or d_in >= d_out:
-        return ops.matmul(inputs, kernel)
-    import jax
+    d_out, d_in = kernel.shape if transpose_kernel else kernel.shape[::-1]
+    if keras.backend.backend() == "jax" and d_in < d_out:
+        import jax
 
-    if jax.default_backend() != "cpu":
-        return ops.matmul(inputs, kernel)
-    return _widening_matmul()(inputs, kernel)
+        if jax.default_backend() == "cpu":
+            return _widening_matmul(bool(transpose_kernel))(inputs, kernel)
+    return ops.matmul(inputs, ops.transpose(kernel) if transpose_kernel else kernel)
 
 
 @functools.cache
-def _widening_matmul():
+def _widening_matmul(transpose_kernel):
     import jax
     import jax.numpy as jnp
 
+    def product(x, w):
+        return jnp.matmul(x, w.T if transpose_kernel else w)
+
     @jax.custom_vjp
     def matmul(x, w):
-        return jnp.matmul(x, w)
+        return product(x, w)
 
     def forward(x, w):
-        return jnp.matmul(x, w), (x, w)
+        return product(x, w), (x, w)
 
     def backward(residuals, dy):
         x, w = residuals
-        dx = jnp.matmul(dy, w.T)  # (..., d_in): contracts dy's last axis already
+        # (..., d_in): contracts dy's last axis already, and w's d_out axis in place.
+        dx = jnp.matmul(dy, w if transpose_kernel else w.T)
         rows = x.reshape(-1, x.shape[-1])  # (tokens, d_in)
         rows_t = jax.lax.optimization_barrier(rows.T)  # (d_in, tokens), materialized
         dw = jnp.matmul(rows_t, dy.reshape(-1, dy.shape[-1]))  # (d_in, d_out)
+        if transpose_kernel:
+            # Fenced too: left free, XLA would fold this transpose into the dot and
+            # transpose the wider dy instead. (d_out, d_in) costs one copy of the kernel.
+            dw = jax.lax.optimization_barrier(dw).T
         return dx.astype(x.dtype), dw.astype(w.dtype)
 
     matmul.defvjp(forward, backward)

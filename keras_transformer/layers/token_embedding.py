@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.kernel_matmul import kernel_matmul
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TokenEmbedding(keras.layers.Layer):
@@ -70,7 +72,8 @@ class TokenEmbedding(keras.layers.Layer):
     def call(self, inputs, reverse=False):
         if reverse:
             kernel = ops.cast(self.embeddings, inputs.dtype)
-            logits = ops.matmul(inputs, ops.transpose(kernel))
+            # `kernel_matmul`: a faster embedding gradient on JAX's CPU backend.
+            logits = kernel_matmul(inputs, kernel, transpose_kernel=True)
             return ops.cast(logits, "float32")
         embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
         embedded = ops.cast(embedded, self.compute_dtype)
