@@ -76,6 +76,8 @@ def test_half_precision_keeps_the_dtype_of_value_and_gradients():
 def test_a_kernel_that_is_not_a_matrix_is_refused():
     with pytest.raises(ValueError, match=r"`kernel` must be a matrix .*shape=\(2, 3, 4\)"):
         kernel_matmul(np.ones((5, 2), "float32"), np.ones((2, 3, 4), "float32"))
+    with pytest.raises(ValueError, match=r"matrix \(d_out, d_in\)\. Received: shape=\(3,\)"):
+        kernel_matmul(np.ones((5, 2), "float32"), np.ones((3,), "float32"), transpose_kernel=True)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")

@@ -49,7 +49,8 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
     (2, 5, 100)
     """
     if len(kernel.shape) != 2:
-        raise ValueError(f"`kernel` must be a matrix (d_in, d_out). Received: shape={kernel.shape}")
+        expected = "(d_out, d_in)" if transpose_kernel else "(d_in, d_out)"
+        raise ValueError(f"`kernel` must be a matrix {expected}. Received: shape={kernel.shape}")
     d_out, d_in = kernel.shape if transpose_kernel else kernel.shape[::-1]
     if keras.backend.backend() == "jax" and d_in < d_out:
         import jax
