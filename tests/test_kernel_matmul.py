@@ -115,3 +115,32 @@ def test_on_jax_cpu_a_widening_kernel_gradient_contracts_the_last_axis_of_a_fenc
     # Narrowing and square kernels: exactly the program of a plain matmul.
     for d_in, d_out in [(24, 16), (16, 16)]:
         assert str(traced_gradient(ours, d_in, d_out)) == str(traced_gradient(plain, d_in, d_out))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
+@pytest.mark.parametrize("tie_output_projection", [True, False], ids=["tied", "untied"])
+def test_on_jax_cpu_the_models_widening_products_take_the_fenced_form(
+    tiny_config, tie_output_projection
+):
+    """Each feed-forward layer's first kernel and the pre-softmax projection use the form."""
+    import jax
+
+    from keras_transformer import Seq2SeqTransformer
+
+    # 2 + 2 layers; d_model 16 widens to d_ff 32 and to 31 vocabulary rows.
+    config = tiny_config.replace(tie_output_projection=tie_output_projection)
+    model = Seq2SeqTransformer(config)
+    ids = np.arange(1, 13, dtype="int32").reshape(2, 6)
+    inputs = {"encoder_token_ids": ids, "decoder_token_ids": ids}
+    model(inputs)
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    def loss(trainable):
+        logits, _ = model.stateless_call(trainable, non_trainable, inputs)
+        return logits.sum()
+
+    jaxpr = jax.make_jaxpr(jax.grad(loss))([v.value for v in model.trainable_variables])
+    # One fenced x^T per feed-forward layer (4); the tied projection's transposed kernel
+    # fences its dot's result too.
+    expected = 2 * config.num_layers + (2 if tie_output_projection else 1)
+    assert str(jaxpr).count("optimization_barrier") == expected

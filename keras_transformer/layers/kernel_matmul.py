@@ -12,7 +12,7 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
     The value and both gradients are those of `ops.matmul`; only the form
     of the kernel gradient `dW = x^T dy` differs, on the JAX backend on a
     CPU, for widening products (`d_in < d_out`, as the feed-forward layer's
-    first kernel, 512 -> 2048, or the tied pre-softmax projection,
+    first kernel, 512 -> 2048, or the pre-softmax projection, tied or not,
     512 -> vocabulary). Autodiff hands XLA a dot that contracts the first
     axis of both operands. XLA's CPU backend (jax 0.10) runs that form with
     Eigen, or copies an operand into a transposed layout for its faster
