@@ -90,6 +90,17 @@ def test_embeddings_are_shared_and_scaled(tiny_config):
     np.testing.assert_allclose(logits, expected["logits"], atol=1e-5)
 
 
+def test_untied_logits_are_the_decoder_states_times_the_output_kernel(tiny_config):
+    config = tiny_config.replace(tie_output_projection=False)
+    model = Seq2SeqTransformer(config)
+    inputs = make_inputs(np.random.default_rng(5), config)
+    logits = to_numpy(model(inputs))
+    # Numpy forward of the shared-embedding stack; only the pre-softmax projection differs.
+    expected = numpy_transformer(model, inputs["encoder_token_ids"], inputs["decoder_token_ids"])
+    kernel = to_numpy(model.output_projection.kernel).astype("float64")  # (d_model, vocabulary)
+    np.testing.assert_allclose(logits, expected["decoder_states"] @ kernel, atol=1e-5)
+
+
 def test_save_and_load_round_trips_exactly(tiny_config, tmp_path):
     model = Seq2SeqTransformer(tiny_config.replace(position_embedding="learned", max_position=16))
     inputs = make_inputs(np.random.default_rng(4), tiny_config)
