@@ -60,6 +60,26 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
     return ops.matmul(inputs, ops.transpose(kernel) if transpose_kernel else kernel)
 
 
+def dense_matmul(dense, inputs):
+    """Applies a built `keras.layers.Dense` (no activation) through `kernel_matmul`.
+
+    For layers that keep a `Dense` as the holder of a weight (its name,
+    initializer and checkpoint path) but apply it themselves, so that its
+    kernel gradient takes `kernel_matmul`'s form.
+
+    Args:
+        dense: a built `keras.layers.Dense`; its activation is not applied.
+        inputs: (..., d_in) tensor in the compute dtype.
+
+    Returns:
+        (..., units) tensor of `inputs`' dtype: `inputs @ kernel (+ bias)`.
+    """
+    outputs = kernel_matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
+    if dense.use_bias:
+        outputs = outputs + ops.cast(dense.bias, inputs.dtype)
+    return outputs
+
+
 @functools.cache
 def _widening_matmul(transpose_kernel):
     import jax

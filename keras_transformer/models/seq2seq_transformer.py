@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
-from keras_transformer.layers.kernel_matmul import kernel_matmul
+from keras_transformer.layers.kernel_matmul import dense_matmul
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_transformer.layers.masks import padding_mask
@@ -220,10 +220,9 @@ class Seq2SeqTransformer(keras.Model):
             sequence = self.decoder_final_norm(sequence)
         if self.output_projection is None:
             return self.target_embedding(sequence, reverse=True)  # float32
-        # The `Dense` holds the weight; `kernel_matmul` applies it with the faster kernel
-        # gradient on JAX's CPU backend (d_model -> vocabulary widens), as the tied projection.
-        kernel = ops.cast(self.output_projection.kernel, sequence.dtype)
-        return ops.cast(kernel_matmul(sequence, kernel), "float32")  # (batch, length, vocabulary)
+        # Through `kernel_matmul`, as the tied projection: d_model -> vocabulary widens.
+        logits = dense_matmul(self.output_projection, sequence)  # (batch, length, vocabulary)
+        return ops.cast(logits, "float32")
 
     def decode_sequence(
         self,
