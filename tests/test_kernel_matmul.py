@@ -82,8 +82,9 @@ def test_a_kernel_that_is_not_a_matrix_is_refused():
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
 @pytest.mark.parametrize("transpose_kernel", [False, True], ids=["kernel", "kernel^T"])
-def test_on_jax_cpu_a_widening_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose(
-    transpose_kernel,
+@pytest.mark.parametrize("d_in, d_out", [(16, 24), (24, 16)], ids=["widening", "narrowing"])
+def test_on_jax_cpu_a_kernel_gradient_contracts_the_last_axis_of_a_fenced_transpose(
+    d_in, d_out, transpose_kernel
 ):
     import jax
 
@@ -98,36 +99,39 @@ def test_on_jax_cpu_a_widening_kernel_gradient_contracts_the_last_axis_of_a_fenc
         w = np.ones((d_out, d_in) if transpose_kernel else (d_in, d_out), "float32")
         return jax.make_jaxpr(jax.grad(lambda x, w: product(x, w).sum(), argnums=1))(x, w)
 
-    jaxpr = traced_gradient(ours, 16, 24)
-    # The transpose of x, and for a transposed kernel the dot's result too, are fenced.
-    assert str(jaxpr).count("optimization_barrier") == (2 if transpose_kernel else 1), jaxpr
+    jaxpr = traced_gradient(ours, d_in, d_out)
+    widening = d_in < d_out
+    # The narrower operand's transpose is fenced: x^T (16, tokens) for a widening kernel,
+    # dy^T (16, tokens) for a narrowing one. The dot gives (16, 24): dW = x^T dy, or
+    # dW^T = dy^T x. When that is not the kernel's layout, its transpose is fenced too.
+    fences = 1 if widening != transpose_kernel else 2
+    assert str(jaxpr).count("optimization_barrier") == fences, jaxpr
     dots = [
         e
         for e in jaxpr.jaxpr.eqns
         if e.primitive.name == "dot_general" and e.outvars[0].aval.shape == (16, 24)
     ]
     assert len(dots) == 1, jaxpr
-    # (d_in, tokens) x (tokens, d_out): the left operand contracts its last axis.
+    # (16, tokens) x (tokens, 24): the left operand contracts its last axis.
     (lhs_contracting, rhs_contracting), _ = dots[0].params["dimension_numbers"]
     assert tuple(lhs_contracting) == (1,) and tuple(rhs_contracting) == (0,)
     assert dots[0].invars[0].aval.shape == (16, 15)
 
-    # Narrowing and square kernels: exactly the program of a plain matmul.
-    for d_in, d_out in [(24, 16), (16, 16)]:
-        assert str(traced_gradient(ours, d_in, d_out)) == str(traced_gradient(plain, d_in, d_out))
+    # Square kernels: exactly the program of a plain matmul.
+    assert str(traced_gradient(ours, 16, 16)) == str(traced_gradient(plain, 16, 16))
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
 @pytest.mark.parametrize("tie_output_projection", [True, False], ids=["tied", "untied"])
-def test_on_jax_cpu_the_models_widening_products_take_the_fenced_form(
+def test_on_jax_cpu_the_models_non_square_products_take_the_fenced_form(
     tiny_config, tie_output_projection
 ):
-    """Each feed-forward layer's first kernel and the pre-softmax projection use the form."""
+    """Each feed-forward layer's two kernels and the pre-softmax projection use the form."""
     import jax
 
     from keras_transformer import Seq2SeqTransformer
 
-    # 2 + 2 layers; d_model 16 widens to d_ff 32 and to 31 vocabulary rows.
+    # 2 + 2 layers; d_model 16 widens to d_ff 32 and back, and to 31 vocabulary rows.
     config = tiny_config.replace(tie_output_projection=tie_output_projection)
     model = Seq2SeqTransformer(config)
     ids = np.arange(1, 13, dtype="int32").reshape(2, 6)
@@ -140,7 +144,8 @@ def test_on_jax_cpu_the_models_widening_products_take_the_fenced_form(
         return logits.sum()
 
     jaxpr = jax.make_jaxpr(jax.grad(loss))([v.value for v in model.trainable_variables])
-    # One fenced x^T per feed-forward layer (4); the tied projection's transposed kernel
-    # fences its dot's result too.
-    expected = 2 * config.num_layers + (2 if tie_output_projection else 1)
+    # Per feed-forward layer (4): a fenced x^T for the widening first kernel, a fenced dy^T
+    # and the dot's fenced result for the narrowing second one. The tied projection's
+    # transposed kernel fences its dot's result too.
+    expected = 3 * 2 * config.num_layers + (2 if tie_output_projection else 1)
     assert str(jaxpr).count("optimization_barrier") == expected

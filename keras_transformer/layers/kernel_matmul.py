@@ -11,24 +11,26 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
 
     The value and both gradients are those of `ops.matmul`; only the form
     of the kernel gradient `dW = x^T dy` differs, on the JAX backend on a
-    CPU, for widening products (`d_in < d_out`, as the feed-forward layer's
-    first kernel, 512 -> 2048, or the pre-softmax projection, tied or not,
-    512 -> vocabulary). Autodiff hands XLA a dot that contracts the first
-    axis of both operands. XLA's CPU backend (jax 0.10) runs that form with
-    Eigen, or copies an operand into a transposed layout for its faster
-    YNNPACK kernels, and it picks that operand itself: for the pre-softmax
-    projection, the (tokens, vocabulary) gradient of the logits, with the
-    softmax recomputed inside the copy. Here `x^T`, the narrower operand, is
-    materialized first (fenced by `optimization_barrier` so that XLA cannot
-    fold the transpose back into the dot) and the dot contracts its last
-    axis, which YNNPACK takes. On 2 CPU cores the (1020, 512) x (1020, 2048)
-    kernel gradient took 14.0 instead of 18.5 ms, copy included, and the
-    tied projection with the label-smoothed loss, forward and backward on
-    (68, 15) tokens and 8,000 rows, 219 instead of 247 ms
-    (docs/benchmarks.md). For square and narrowing kernels the copy (of `x`
-    or of the wider `dy`) costs what the faster dot saves, so those keep
-    autodiff's form, as do TensorFlow and JAX off the CPU (where the matmul
-    libraries read transposed operands in place).
+    CPU, for kernels that are not square. Autodiff hands XLA a dot that
+    contracts the first axis of both operands. XLA's CPU backend (jax 0.10)
+    runs that form with Eigen, or copies an operand into a transposed layout
+    for its faster YNNPACK kernels, and it picks that operand itself: for the
+    pre-softmax projection, the (tokens, vocabulary) gradient of the logits,
+    with the softmax recomputed inside the copy. Here the narrower of `x`
+    (tokens, d_in) and `dy` (tokens, d_out) is transposed first (fenced by
+    `optimization_barrier` so that XLA cannot fold the transpose back into
+    the dot) and the dot contracts its last axis, which YNNPACK takes:
+    `x^T dy` for widening kernels (`d_in < d_out`: the feed-forward layer's
+    first kernel, 512 -> 2048, and the pre-softmax projection, 512 ->
+    vocabulary), `(dy^T x)^T` for narrowing ones (its second kernel, 2048 ->
+    512). On 2 CPU cores the (1020, 512) x (1020, 2048) kernel gradient took
+    14.0 instead of 18.5 ms, copy included; the tied projection with the
+    label-smoothed loss, forward and backward on (68, 15) tokens and 8,000
+    rows, 219 instead of 247 ms; and two feed-forward sublayers, forward and
+    backward, 3-5% less with the narrowing form than without it
+    (docs/benchmarks.md). Square kernels keep autodiff's form (the copy costs
+    what the faster dot saves), as do TensorFlow and JAX off the CPU (where
+    the matmul libraries read transposed operands in place).
 
     Args:
         inputs: (..., d_in) tensor.
@@ -52,11 +54,11 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
         expected = "(d_out, d_in)" if transpose_kernel else "(d_in, d_out)"
         raise ValueError(f"`kernel` must be a matrix {expected}. Received: shape={kernel.shape}")
     d_out, d_in = kernel.shape if transpose_kernel else kernel.shape[::-1]
-    if keras.backend.backend() == "jax" and d_in < d_out:
+    if keras.backend.backend() == "jax" and d_in != d_out:
         import jax
 
         if jax.default_backend() == "cpu":
-            return _widening_matmul(bool(transpose_kernel))(inputs, kernel)
+            return _fenced_matmul(bool(transpose_kernel), d_in < d_out)(inputs, kernel)
     return ops.matmul(inputs, ops.transpose(kernel) if transpose_kernel else kernel)
 
 
@@ -81,7 +83,7 @@ def dense_matmul(dense, inputs):
 
 
 @functools.cache
-def _widening_matmul(transpose_kernel):
+def _fenced_matmul(transpose_kernel, widening):
     import jax
     import jax.numpy as jnp
 
@@ -100,11 +102,17 @@ def _widening_matmul(transpose_kernel):
         # (..., d_in): contracts dy's last axis already, and w's d_out axis in place.
         dx = jnp.matmul(dy, w if transpose_kernel else w.T)
         rows = x.reshape(-1, x.shape[-1])  # (tokens, d_in)
-        rows_t = jax.lax.optimization_barrier(rows.T)  # (d_in, tokens), materialized
-        dw = jnp.matmul(rows_t, dy.reshape(-1, dy.shape[-1]))  # (d_in, d_out)
-        if transpose_kernel:
-            # Fenced too: left free, XLA would fold this transpose into the dot and
-            # transpose the wider dy instead. (d_out, d_in) costs one copy of the kernel.
+        upstream = dy.reshape(-1, dy.shape[-1])  # (tokens, d_out)
+        if widening:
+            narrow_t = jax.lax.optimization_barrier(rows.T)  # (d_in, tokens), materialized
+            dw = jnp.matmul(narrow_t, upstream)  # (d_in, d_out)
+        else:
+            narrow_t = jax.lax.optimization_barrier(upstream.T)  # (d_out, tokens)
+            dw = jnp.matmul(narrow_t, rows)  # (d_out, d_in)
+        if widening == transpose_kernel:
+            # The dot gave the transpose of the kernel's layout. Fenced too: left free,
+            # XLA would fold this transpose into the dot and transpose the wider operand
+            # instead. One copy of the kernel.
             dw = jax.lax.optimization_barrier(dw).T
         return dx.astype(x.dtype), dw.astype(w.dtype)
 
