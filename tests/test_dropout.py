@@ -49,7 +49,26 @@ def test_hash_bits_under_a_traced_function_with_unknown_shape():
     np.testing.assert_array_equal(to_numpy(traced(np.zeros((6, 11), "float32"))), expected)
 
 
-@pytest.mark.parametrize("mask_generator", ["hash", "keras"])
+TENSORFLOW_ONLY = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="TensorFlow's Philox kernel"
+)
+PHILOX16 = pytest.param("philox16", marks=TENSORFLOW_ONLY)
+GENERATORS = ["hash", "keras", PHILOX16]
+
+
+def numpy_philox16_keep(size, rate, seed):
+    """The documented mask: TensorFlow's Philox words read as little-endian uint16 pairs."""
+    import tensorflow as tf
+
+    seed = (np.asarray(seed, np.int64) % (2**31 - 2)).astype(np.int32)  # Keras' int32 cast
+    words = tf.random.stateless_uniform(
+        [(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32
+    ).numpy()
+    draws = words.astype("<u4").view("<u2")  # word j gives draws 2j (low half) and 2j + 1
+    return draws[:size] >= round(rate * 2**16)
+
+
+@pytest.mark.parametrize("mask_generator", GENERATORS)
 def test_drops_the_rate_and_scales_the_rest(mask_generator):
     rate, shape = 0.1, (40, 50, 100)
     layer = Dropout(rate, seed=1, mask_generator=mask_generator)
@@ -61,8 +80,9 @@ def test_drops_the_rate_and_scales_the_rest(mask_generator):
     np.testing.assert_allclose(outputs[kept], 2.0 / (1 - rate), rtol=1e-6)
 
 
-def test_hash_masks_have_no_visible_correlation():
-    layer = Dropout(0.5, seed=3, mask_generator="hash")
+@pytest.mark.parametrize("mask_generator", ["hash", PHILOX16])
+def test_masks_have_no_visible_correlation(mask_generator):
+    layer = Dropout(0.5, seed=3, mask_generator=mask_generator)
     x = np.ones((200, 1000), "float32")
     first = to_numpy(layer(x, training=True)) != 0
     second = to_numpy(layer(x, training=True)) != 0  # the seed generator has advanced
@@ -72,10 +92,12 @@ def test_hash_masks_have_no_visible_correlation():
         return np.corrcoef(a.reshape(-1), b.reshape(-1))[0, 1]
 
     assert abs(correlation(first, second)) < bound  # consecutive calls
-    assert abs(correlation(first[:, 1:], first[:, :-1])) < bound  # neighbours in a row
+    # neighbours in a row (for philox16, the two halves of one Philox word)
+    assert abs(correlation(first[:, 1:], first[:, :-1])) < bound
     assert abs(correlation(first[1:], first[:-1])) < bound  # neighbours in a column
     # A different layer seed gives an unrelated mask.
-    other = to_numpy(Dropout(0.5, seed=4, mask_generator="hash")(x, training=True)) != 0
+    other = Dropout(0.5, seed=4, mask_generator=mask_generator)(x, training=True)
+    other = to_numpy(other) != 0
     assert abs(correlation(first, other)) < bound
 
 
@@ -105,27 +127,54 @@ def test_config_round_trip_and_bad_arguments():
         Dropout(1.0)
     with pytest.raises(ValueError, match=r"mask_generator.*Received: mask_generator='philox'"):
         Dropout(0.1, mask_generator="philox")
+    if keras.backend.backend() != "tensorflow":
+        with pytest.raises(ValueError, match=r"philox16.*TensorFlow.*backend \"jax\""):
+            Dropout(0.1, mask_generator="philox16")
+
+
+@TENSORFLOW_ONLY
+@pytest.mark.parametrize("shape", [(3, 5, 7), (4, 6, 8)])  # an odd size leaves half a word
+def test_philox16_mask_and_gradient_against_a_numpy_decode_of_the_philox_words(shape):
+    import tensorflow as tf
+
+    rate = 0.3
+    x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
+    layer = Dropout(rate, seed=11, mask_generator="philox16")
+    seed = layer.seed_generator.state.numpy()  # the seed of the first call
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        outputs = layer(x, training=True)
+        weights = tf.range(x.shape.num_elements(), dtype=tf.float32)
+        loss = tf.reduce_sum(tf.reshape(outputs, [-1]) * weights)
+    keep = numpy_philox16_keep(x.shape.num_elements(), rate, seed).reshape(shape)
+    scale = np.float32(1.0) / np.float32(1 - rate)
+    np.testing.assert_allclose(outputs.numpy(), np.where(keep, x.numpy() * scale, 0), rtol=1e-6)
+    expected = np.where(keep, weights.numpy().reshape(shape) * scale, 0)
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), expected, rtol=1e-6)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's XLA switch")
-def test_auto_uses_the_hash_exactly_when_tensorflow_compiles_with_xla():
+def test_auto_uses_the_hash_under_xla_and_philox16_elsewhere_on_tensorflow():
     import tensorflow as tf
 
-    x = np.ones((64, 128), "float32")
+    assert not tf.config.list_logical_devices("GPU")  # CPU-only: "philox16" outside XLA
+    x = np.ones((64, 129), "float32")
 
     def masks(jit_compile):
         layer = Dropout(0.5, seed=9)  # mask_generator="auto"
-        seed = layer.seed_generator.state.numpy().astype("uint32")  # the seed of the first call
+        seed = layer.seed_generator.state.numpy()  # the seed of the first call
         kept = tf.function(lambda v: layer(v, training=True), jit_compile=jit_compile)(x)
-        hashed = numpy_hash_bits(x.size, seed).reshape(x.shape) >= 2**31
-        return kept.numpy() != 0, hashed
+        hashed = numpy_hash_bits(x.size, seed.astype("uint32")).reshape(x.shape) >= 2**31
+        philox16 = numpy_philox16_keep(x.size, 0.5, seed).reshape(x.shape)
+        return kept.numpy() != 0, hashed, philox16
 
-    kept, hashed = masks(jit_compile=True)
+    kept, hashed, _ = masks(jit_compile=True)
     np.testing.assert_array_equal(kept, hashed)
-    kept, hashed = masks(jit_compile=False)  # Keras' Philox masks: unrelated to the hash
+    kept, hashed, philox16 = masks(jit_compile=False)
+    np.testing.assert_array_equal(kept, philox16)
     assert abs(np.corrcoef(kept.reshape(-1), hashed.reshape(-1))[0, 1]) < 5 / np.sqrt(x.size)
     eager = to_numpy(Dropout(0.5, seed=9)(x, training=True)) != 0
-    np.testing.assert_array_equal(eager, kept)  # eager TensorFlow: Keras' masks too
+    np.testing.assert_array_equal(eager, kept)  # eager TensorFlow: the same masks
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX default")
