@@ -79,6 +79,36 @@ def test_gradients_match_the_closed_form():
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's two forms")
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_tensorflow_functions_with_and_without_xla_match_the_closed_form(jit_compile):
+    import tensorflow as tf
+
+    layer = normalization(seed=4, epsilon=1e-3)
+    rng = np.random.default_rng(5)
+    x = tf.constant(rng.normal(loc=2.0, scale=0.5, size=(2, 9, 16)).astype("float32"))
+    upstream = rng.normal(size=x.shape).astype("float32")
+
+    @tf.function(jit_compile=jit_compile)
+    def outputs_and_gradients(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            outputs = layer(x)
+            loss = tf.reduce_sum(outputs * upstream)
+        return outputs, tape.gradient(loss, [x, *layer.trainable_variables])
+
+    outputs, got = outputs_and_gradients(x)
+    np.testing.assert_allclose(outputs.numpy(), layer_norm(x.numpy(), layer), rtol=1e-5, atol=1e-5)
+    gamma = to_numpy(layer.gamma).astype(np.float64)
+    expected = closed_form_gradients(x.numpy(), gamma, upstream, epsilon=1e-3)
+    for name, g, e in zip(["x", "gamma", "beta"], got, expected, strict=True):
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-5, err_msg=name)
+    # The hand-written gradient (tf.custom_gradient's IdentityN) only where XLA does not compile.
+    graph = outputs_and_gradients.get_concrete_function(x).graph
+    custom = any(op.type == "IdentityN" for op in graph.get_operations())
+    assert custom == (not jit_compile)
+
+
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_half_precision_inputs_are_normalized_in_float32(policy):
     layer = normalization(seed=6, dtype=policy)

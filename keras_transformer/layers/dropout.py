@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.utils import tensorflow_compiles_with_xla
+
 MASK_GENERATORS = ("auto", "hash", "philox16", "keras")
 
 # Odd 32-bit constants of MurmurHash3's finalizer and the golden ratio.
@@ -44,19 +46,6 @@ def hash_bits(shape, seed):
     # int32 positions (TensorFlow has no uint32 range); 2**31 elements is plenty.
     index = ops.cast(ops.reshape(ops.arange(size, dtype="int32"), shape), "uint32")
     return _mix(ops.add(_mix(ops.bitwise_xor(index, k0)), k1))
-
-
-def _tensorflow_compiles_with_xla():
-    """Whether TensorFlow is tracing a function that XLA compiles (`jit_compile=True`)."""
-    import tensorflow as tf
-
-    if tf.executing_eagerly():
-        return False
-    try:  # a private TensorFlow module; without it, Keras' masks are used
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:
-        return False
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def philox16_dropout(inputs, rate, seed):
@@ -181,7 +170,7 @@ class Dropout(keras.layers.Layer):
             return self.mask_generator
         if keras.backend.backend() != "tensorflow":
             return "hash"
-        if _tensorflow_compiles_with_xla():
+        if tensorflow_compiles_with_xla():
             return "hash"
         return "keras" if _tensorflow_has_gpus() else "philox16"
 

@@ -14,6 +14,23 @@ def clone_initializer(initializer):
     return initializer.__class__.from_config(initializer.get_config())
 
 
+def tensorflow_compiles_with_xla():
+    """Whether TensorFlow is tracing a function that XLA compiles (`jit_compile=True`).
+
+    Layers choose a form by it: XLA fuses elementwise code that TensorFlow's
+    executor otherwise runs one kernel per op.
+    """
+    import tensorflow as tf
+
+    if tf.executing_eagerly():
+        return False
+    try:  # a private TensorFlow module; without it, XLA is taken to be off
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
 def update_cache(cache, update, index):
     """`cache` with `update` written at position `index` of axis 1.
 
