@@ -29,12 +29,17 @@ class FusedAdam(keras.optimizers.Adam):
     and for sparse (`IndexedSlices`) gradients, Keras' update runs unchanged.
 
     Args:
-        **kwargs: the arguments of `keras.optimizers.Adam`.
+        name: the optimizer's name; `"adam"`, as Keras' `Adam`, so that the
+            variables are named as Keras' are.
+        **kwargs: the other arguments of `keras.optimizers.Adam`.
 
     Example:
 
     >>> optimizer = FusedAdam(1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     """
+
+    def __init__(self, *args, name="adam", **kwargs):
+        super().__init__(*args, name=name, **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
         if not self._runs_fused(gradient):
