@@ -31,6 +31,24 @@ def once_per_suite(backend):
     )
 
 
+def run_saving_script(script, backend, tmp_path, extra_env=None):
+    """Runs `script` in a fresh `backend` process; it saves arrays with `np.savez(OUT, ...)`.
+
+    For tests that need a backend started with its own devices. Returns the saved arrays.
+    """
+    out = tmp_path / "weights.npz"
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", **(extra_env or {})}
+    result = subprocess.run(
+        [sys.executable, "-c", f"OUT = {str(out)!r}\n" + script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return np.load(out)
+
+
 def free_ports(count):
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:

@@ -6,12 +6,10 @@ target tokens must give the same weights (to 1e-5) on two devices as on one.
 """
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
-from process_group import once_per_suite
+from process_group import once_per_suite, run_saving_script
 from split_batch_loss import TOKEN_MEAN_PER_HALF
 
 COMMON = textwrap.dedent(
@@ -120,23 +118,9 @@ JAX = (
 )
 
 
-def run(script, backend, tmp_path, extra_env=None):
-    out = tmp_path / "weights.npz"
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", **(extra_env or {})}
-    result = subprocess.run(
-        [sys.executable, "-c", f"OUT = {str(out)!r}\n" + script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return np.load(out)
-
-
 @once_per_suite("tensorflow")
 def test_mirrored_strategy_step_equals_one_device(tmp_path):
-    weights = run(TENSORFLOW, "tensorflow", tmp_path)
+    weights = run_saving_script(TENSORFLOW, "tensorflow", tmp_path)
     np.testing.assert_allclose(weights["parallel"], weights["single"], atol=1e-5)
     # A per-replica token mean is measurably wrong on this batch: the test can fail.
     assert np.abs(weights["naive"] - weights["single"]).max() > 1e-3
@@ -145,7 +129,7 @@ def test_mirrored_strategy_step_equals_one_device(tmp_path):
 @once_per_suite("jax")
 def test_jax_data_parallel_step_equals_one_device(tmp_path):
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    weights = run(JAX, "jax", tmp_path, {"XLA_FLAGS": flags.strip()})
+    weights = run_saving_script(JAX, "jax", tmp_path, {"XLA_FLAGS": flags.strip()})
     # DataParallel was applied: every weight is replicated on both devices and the global
     # batch of 4 reaches the loss split 2 + 2 over them.
     assert weights["variable_devices"].min() == 2 and weights["variable_replicated"].all()
