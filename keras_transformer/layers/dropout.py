@@ -1,9 +1,11 @@
 """Inverted dropout with masks that cost little on each backend (paper 5.4)."""
 
+import functools
+
 import keras
 from keras import ops
 
-from keras_transformer.layers.utils import tensorflow_compiles_with_xla
+from keras_transformer.layers.utils import tensorflow_runs_op_by_op
 
 MASK_GENERATORS = ("auto", "hash", "philox16", "keras")
 
@@ -86,6 +88,7 @@ def philox16_dropout(inputs, rate, seed):
     return inputs * mask
 
 
+@functools.cache  # the devices are fixed once TensorFlow has started
 def _tensorflow_has_gpus():
     import tensorflow as tf
 
@@ -168,10 +171,8 @@ class Dropout(keras.layers.Layer):
         """The generator this call uses: `mask_generator`, with `"auto"` resolved."""
         if self.mask_generator != "auto":
             return self.mask_generator
-        if keras.backend.backend() != "tensorflow":
-            return "hash"
-        if tensorflow_compiles_with_xla():
-            return "hash"
+        if not tensorflow_runs_op_by_op():
+            return "hash"  # JAX, or TensorFlow compiled by XLA: XLA fuses the hash
         return "keras" if _tensorflow_has_gpus() else "philox16"
 
     def call(self, inputs, training=False):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.utils import tensorflow_compiles_with_xla
+from keras_transformer.layers.utils import tensorflow_runs_op_by_op
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -64,7 +64,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
         dtype = keras.backend.result_type(inputs.dtype, "float32")
         x = ops.cast(inputs, dtype)  # (..., features)
         gamma, beta = ops.cast(self.gamma, dtype), ops.cast(self.beta, dtype)
-        if keras.backend.backend() == "tensorflow" and not tensorflow_compiles_with_xla():
+        if tensorflow_runs_op_by_op():
             outputs = _tensorflow_layer_norm(x, gamma, beta, self.epsilon)
             return ops.cast(outputs, self.compute_dtype)
         centred = x - ops.mean(x, axis=-1, keepdims=True)

@@ -14,21 +14,24 @@ def clone_initializer(initializer):
     return initializer.__class__.from_config(initializer.get_config())
 
 
-def tensorflow_compiles_with_xla():
-    """Whether TensorFlow is tracing a function that XLA compiles (`jit_compile=True`).
+def tensorflow_runs_op_by_op():
+    """Whether this code runs on TensorFlow outside XLA (eagerly or in a plain `tf.function`).
 
-    Layers choose a form by it: XLA fuses elementwise code that TensorFlow's
-    executor otherwise runs one kernel per op.
+    There TensorFlow's executor runs every op as a kernel of its own, one pass
+    over memory each, where XLA (JAX, or `jit_compile=True`) fuses elementwise
+    code. Dropout, LayerNorm and `FusedAdam` choose their form by it.
     """
+    if keras.backend.backend() != "tensorflow":
+        return False
     import tensorflow as tf
 
     if tf.executing_eagerly():
-        return False
+        return True
     try:  # a private TensorFlow module; without it, XLA is taken to be off
         from tensorflow.python.ops import control_flow_util
     except ImportError:
-        return False
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+        return True
+    return not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 def update_cache(cache, update, index):
