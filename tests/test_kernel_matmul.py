@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from conftest import to_numpy
 
-from keras_transformer.layers.kernel_matmul import kernel_matmul
+from keras_transformer.layers.kernel_matmul import add_bias, kernel_matmul
 
 
 def gradients(x, w, upstream, transpose_kernel=False):
@@ -57,18 +57,22 @@ def test_value_and_gradients_match_the_closed_form(leading, d_in, d_out, transpo
     )
 
 
-def test_half_precision_keeps_the_dtype_of_value_and_gradients():
+@pytest.mark.parametrize("transpose_kernel", [False, True], ids=["kernel", "kernel^T"])
+def test_half_precision_keeps_the_dtype_of_value_and_gradients(transpose_kernel):
     rng = np.random.default_rng(7)
-    x = keras.ops.cast(rng.normal(size=(4, 8)), "bfloat16")
-    w = keras.ops.cast(rng.normal(size=(8, 16)), "bfloat16")
-    upstream = keras.ops.cast(rng.normal(size=(4, 16)), "bfloat16")
-    outputs = kernel_matmul(x, w)
+    x = keras.ops.cast(rng.normal(size=(2, 4, 8)), "bfloat16")
+    w = keras.ops.cast(rng.normal(size=(16, 8) if transpose_kernel else (8, 16)), "bfloat16")
+    upstream = keras.ops.cast(rng.normal(size=(2, 4, 16)), "bfloat16")
+    outputs = kernel_matmul(x, w, transpose_kernel)
     assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
     x32, w32 = (to_numpy(keras.ops.cast(t, "float32")) for t in (x, w))
     np.testing.assert_allclose(
-        to_numpy(keras.ops.cast(outputs, "float32")), x32 @ w32, rtol=2e-2, atol=5e-2
+        to_numpy(keras.ops.cast(outputs, "float32")),
+        x32 @ (w32.T if transpose_kernel else w32),
+        rtol=2e-2,
+        atol=5e-2,
     )
-    for gradient, like in zip(gradients(x, w, upstream), (x, w), strict=True):
+    for gradient, like in zip(gradients(x, w, upstream, transpose_kernel), (x, w), strict=True):
         assert keras.backend.standardize_dtype(gradient.dtype) == "bfloat16"
         assert gradient.shape == like.shape
 
@@ -149,3 +153,71 @@ def test_on_jax_cpu_the_models_non_square_products_take_the_fenced_form(
     # transposed kernel fences its dot's result too.
     expected = 3 * 2 * config.num_layers + (2 if tie_output_projection else 1)
     assert str(jaxpr).count("optimization_barrier") == expected
+
+
+def tensorflow_gradient_ops(function, *shapes):
+    """{op type: count} in the graph of the gradients of `sum(function(*args))`, TensorFlow."""
+    import tensorflow as tf
+
+    @tf.function
+    def gradient(*args):
+        with tf.GradientTape() as tape:
+            tape.watch(args)
+            total = tf.reduce_sum(function(*args))
+        return tape.gradient(total, args)
+
+    specs = [tf.TensorSpec(shape, "float32") for shape in shapes]
+    graph = gradient.get_concrete_function(*specs).graph
+    counts = {}
+    for op in graph.get_operations():
+        counts[op.type] = counts.get(op.type, 0) + 1
+    return counts, graph
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's graph")
+def test_on_tensorflow_the_transposed_kernel_gradient_needs_no_transpose():
+    counts, graph = tensorflow_gradient_ops(
+        lambda x, w: kernel_matmul(x, w, transpose_kernel=True), (3, 5, 16), (24, 16)
+    )
+    assert "Transpose" not in counts, counts
+    # Forward x w^T, then dx = dy w and dW = dy^T x: three MatMuls that read their
+    # operands transposed in place through the op's flags.
+    matmuls = [op for op in graph.get_operations() if op.type == "MatMul"]
+    assert len(matmuls) == 3, counts
+    kernel_gradient = [op for op in matmuls if op.outputs[0].shape == (24, 16)]
+    assert len(kernel_gradient) == 1 and kernel_gradient[0].get_attr("transpose_a")
+    # The plain form, for contrast, transposes the (16, 24) gradient back.
+    plain, _ = tensorflow_gradient_ops(
+        lambda x, w: keras.ops.matmul(x, keras.ops.transpose(w)), (3, 5, 16), (24, 16)
+    )
+    assert plain.get("Transpose", 0) >= 1, plain
+
+
+@pytest.mark.parametrize("leading", [(6,), (3, 5), (2, 3, 4)], ids=["2d", "3d", "4d"])
+def test_add_bias_is_a_broadcast_sum_and_its_gradient_sums_the_rows(leading):
+    rng = np.random.default_rng(len(leading))
+    outputs = rng.normal(size=(*leading, 7)).astype("float32")
+    bias = rng.normal(size=(7,)).astype("float32")
+    upstream = rng.normal(size=(*leading, 7)).astype("float32")
+    np.testing.assert_allclose(to_numpy(add_bias(outputs, bias)), outputs + bias, rtol=1e-6)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        gradient = np.asarray(jax.grad(lambda b: (add_bias(outputs, b) * upstream).sum())(bias))
+    else:
+        import tensorflow as tf
+
+        variable = tf.constant(bias)
+        with tf.GradientTape() as tape:
+            tape.watch(variable)
+            total = tf.reduce_sum(add_bias(outputs, variable) * upstream)
+        gradient = tape.gradient(total, variable).numpy()
+    expected = upstream.astype(np.float64).reshape(-1, 7).sum(axis=0)
+    np.testing.assert_allclose(gradient, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's graph")
+def test_on_tensorflow_the_bias_gradient_is_bias_add_grad():
+    counts, _ = tensorflow_gradient_ops(add_bias, (3, 5, 16), (16,))
+    # One Sum: the test's own total; a broadcast `+` would add a second for the bias gradient.
+    assert counts.get("BiasAddGrad") == 1 and counts.get("Sum") == 1, counts

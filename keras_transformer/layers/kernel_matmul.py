@@ -59,7 +59,22 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
 
         if jax.default_backend() == "cpu":
             return _fenced_matmul(bool(transpose_kernel), d_in < d_out)(inputs, kernel)
+    if transpose_kernel and keras.backend.backend() == "tensorflow":
+        return _tensorflow_matmul_transposed(inputs, kernel)
     return ops.matmul(inputs, ops.transpose(kernel) if transpose_kernel else kernel)
+
+
+def add_bias(outputs, bias):
+    """`outputs + bias` for a (..., units) tensor and a (units,) bias.
+
+    On TensorFlow it is `BiasAdd`, whose gradient kernel (`BiasAddGrad`) sums
+    the rows faster than the generic reduction a broadcast `+` gets.
+    """
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.nn.bias_add(outputs, bias)
+    return outputs + bias
 
 
 def dense_matmul(dense, inputs):
@@ -78,8 +93,19 @@ def dense_matmul(dense, inputs):
     """
     outputs = kernel_matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
     if dense.use_bias:
-        outputs = outputs + ops.cast(dense.bias, inputs.dtype)
+        outputs = add_bias(outputs, ops.cast(dense.bias, inputs.dtype))
     return outputs
+
+
+def _tensorflow_matmul_transposed(inputs, kernel):
+    import tensorflow as tf
+
+    d_out, d_in = kernel.shape
+    rows = tf.reshape(inputs, (-1, d_in))  # (tokens, d_in)
+    # MatMul's own transpose flag: the kernel gradient comes out as dy^T x, already in the
+    # (d_out, d_in) layout, where `x @ transpose(w)` transposes a (d_in, d_out) gradient.
+    outputs = tf.matmul(rows, kernel, transpose_b=True)  # (tokens, d_out)
+    return tf.reshape(outputs, [*ops.shape(inputs)[:-1], d_out])
 
 
 @functools.cache

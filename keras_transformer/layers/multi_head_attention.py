@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.kernel_matmul import add_bias
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
 from keras_transformer.layers.utils import clone_initializer, update_cache
 
@@ -246,7 +247,7 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
         outputs = ops.matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
         if self.use_bias:
-            outputs = outputs + (biases[0] if len(biases) == 1 else ops.concatenate(biases))
+            outputs = add_bias(outputs, biases[0] if len(biases) == 1 else ops.concatenate(biases))
         parts = (
             [outputs]
             if len(sizes) == 1
@@ -271,7 +272,7 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.reshape(context, (*leading, self.num_heads * self.value_dim))
         kernel, bias = self._matrix(self.output_dense)  # (h * d_v, output_dim)
         outputs = ops.matmul(context, kernel)  # (batch, q, output_dim)
-        return (outputs if bias is None else outputs + bias), weights
+        return (outputs if bias is None else add_bias(outputs, bias)), weights
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])
