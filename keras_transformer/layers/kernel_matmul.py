@@ -29,8 +29,12 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
     rows, 219 instead of 247 ms; and two feed-forward sublayers, forward and
     backward, 3-5% less with the narrowing form than without it
     (docs/benchmarks.md). Square kernels keep autodiff's form (the copy costs
-    what the faster dot saves), as do TensorFlow and JAX off the CPU (where
-    the matmul libraries read transposed operands in place).
+    what the faster dot saves), as does JAX off the CPU (where the matmul
+    libraries read transposed operands in place). On TensorFlow a transposed
+    kernel is read through `MatMul`'s `transpose_b` flag, so its gradient
+    `dy^T x` comes out in the kernel's layout: `x @ transpose(w)` transposed
+    a (d_in, d_out) gradient back, 8.5 ms of a 500 ms training step for an
+    8000-row tied embedding (docs/benchmarks.md).
 
     Args:
         inputs: (..., d_in) tensor.
