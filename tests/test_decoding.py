@@ -293,8 +293,9 @@ def test_settling_on_the_last_result_keeps_the_results_and_saves_steps(num_resul
         )
         # One row at a time: the loop runs until its slowest row settles.
         results = [[to_numpy(t) for t in search(source[None])] for source in sources]
-        outputs[rule] = [np.concatenate(parts) for parts in list(zip(*results))[:2]]
-        steps[rule] = [int(num_steps) for _, _, num_steps in results]
+        tokens, scores, num_steps = zip(*results, strict=True)
+        outputs[rule] = (np.concatenate(tokens), np.concatenate(scores))
+        steps[rule] = [int(n) for n in num_steps]
     np.testing.assert_array_equal(outputs["results"][0], outputs["beam"][0])
     np.testing.assert_array_equal(outputs["results"][1], outputs["beam"][1])
     assert all(map(np.less_equal, steps["results"], steps["beam"])), steps
