@@ -159,3 +159,18 @@ def test_decoding_speed_runs(data_dir):
     # returns the cached search's tokens (and scores up to rounding). No speed is asserted.
     assert re.search(r"^cached == uncached: same tokens in all 2 sentences", output, re.M), output
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
+
+
+@tensorflow_only
+def test_long_sentence_request_runs(data_dir):
+    output = run_benchmark(
+        "long_sentence_request", "--data-dir", data_dir, "--num-sentences", "6",
+        "--long-tokens", "30", "--batch-tokens", "40", "--max-extra-length", "2",
+        "--vocabulary-size", "500", "--d-model", "16", "--num-layers", "1",
+        "--num-heads", "2", "--intermediate-dim", "32",
+    )  # fmt: skip
+    for mode in ("one batch", "sub-batches of 40 tokens"):
+        assert re.search(rf"^ *{mode}: without +[\d.]+s, .* [\d.]+x", output, re.M), output
+    # The second computation path: the script exits non-zero unless both decodings of the
+    # request give the same translations. No speed is asserted.
+    assert re.search(r"^one batch == sub-batches: same translations", output, re.M), output

@@ -260,3 +260,43 @@ def test_bad_search_arguments(model):
         build_beam_search(model, bos_id=BOS, eos_id=EOS, beam_size=2, num_results=3)
     with pytest.raises(ValueError, match="alpha"):
         build_beam_search(model, bos_id=BOS, eos_id=EOS, alpha=-1.0)
+    with pytest.raises(ValueError, match="stop_rule"):
+        build_beam_search(model, bos_id=BOS, eos_id=EOS, stop_rule="never")
+
+
+@pytest.mark.parametrize("num_results", [1, 2])
+def test_settling_on_the_last_result_keeps_the_results_and_saves_steps(num_results):
+    # The former rule waits for the beam_size-th finished hypothesis; stopping on
+    # the num_results-th is exact (nothing live can still outrank it), so the
+    # returned hypotheses must be identical, bit for bit, after fewer loop steps.
+    # A random model over 3 emittable tokens (UNK, EOS, 4; vocabulary 5 with PAD
+    # and BOS banned) ends hypotheses often, so rows settle at different steps.
+    keras.utils.set_random_seed(num_results)
+    config = TransformerConfig(
+        vocabulary_size=5, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16
+    )
+    tiny = Seq2SeqTransformer(config)
+    rng = np.random.default_rng(num_results)
+    sources = rng.integers(1, 5, size=(8, 5)).astype("int32")
+    sources[rng.random(sources.shape) < 0.3] = PAD
+    outputs, steps = {}, {}
+    for rule in ("results", "beam"):
+        search = build_beam_search(
+            tiny,
+            bos_id=BOS,
+            eos_id=EOS,
+            beam_size=4,
+            num_results=num_results,
+            max_extra_length=10,
+            stop_rule=rule,
+            return_num_steps=True,
+        )
+        # One row at a time: the loop runs until its slowest row settles.
+        results = [[to_numpy(t) for t in search(source[None])] for source in sources]
+        tokens, scores, num_steps = zip(*results, strict=True)
+        outputs[rule] = (np.concatenate(tokens), np.concatenate(scores))
+        steps[rule] = [int(n) for n in num_steps]
+    np.testing.assert_array_equal(outputs["results"][0], outputs["beam"][0])
+    np.testing.assert_array_equal(outputs["results"][1], outputs["beam"][1])
+    assert all(map(np.less_equal, steps["results"], steps["beam"])), steps
+    assert sum(steps["results"]) < sum(steps["beam"]), steps

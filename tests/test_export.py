@@ -23,6 +23,7 @@ from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, Tra
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import SETTINGS_FILE, default_max_source_length, export_saved_model
+from keras_transformer.export.translation_module import TranslationModule
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 
 DECODING = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 4, "max_source_length": 24}
@@ -459,3 +460,26 @@ def test_default_source_limit_follows_the_position_encoding():
     assert default_max_source_length(sinusoidal, max_extra_length=4) == 40
     learned = TransformerConfig(**TINY_SIZES, max_position=40, position_embedding="learned")
     assert default_max_source_length(learned, max_extra_length=4) == 40 - 4 - 1
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="TranslationModule traces the TensorFlow-backend model (JAX exports in a subprocess)",
+)
+def test_sub_batches_by_length_give_the_one_batch_outputs_in_request_order(trained):
+    model, tokenizer, english, _, _ = trained
+    # Mixed lengths, blanks among them, and a long row made of several sentences.
+    request = [english[20], "", english[21][:9], " ".join(english[22:26]), english[23], "  "]
+    request += english[30:36]
+    outputs = {}
+    for batch_tokens in (20, 10**6):  # sub-batches of a few rows; one batch
+        module = TranslationModule(model, tokenizer, **DECODING, batch_tokens=batch_tokens)
+        result = module.translate(tf.constant(request))
+        outputs[batch_tokens] = {name: value.numpy() for name, value in result.items()}
+    split, whole = outputs[20], outputs[10**6]
+    np.testing.assert_array_equal(split["translations"], whole["translations"])
+    np.testing.assert_array_equal(split["truncated"], whole["truncated"])
+    np.testing.assert_allclose(split["scores"], whole["scores"], rtol=1e-5)
+    assert split["translations"][1] == split["translations"][5] == b""
+    with pytest.raises(ValueError, match="batch_tokens"):
+        TranslationModule(model, tokenizer, **DECODING, batch_tokens=0)

@@ -36,6 +36,8 @@ def build_beam_search(
     max_extra_length=50,
     num_results=1,
     use_cache=True,
+    stop_rule="results",
+    return_num_steps=False,
 ):
     """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
 
@@ -49,10 +51,11 @@ def build_beam_search(
     the best `beam_size` become finished hypotheses scored
     `log_prob / ((5 + length) / 6) ** alpha` (length counts the EOS); the best
     `beam_size` that did not end stay live. The best `beam_size`
-    finished hypotheses are kept. A row stops when its worst kept finished
-    hypothesis beats the best score any live beam could still reach
-    (`log_prob / penalty(max_length)`: log-probabilities only fall and the
-    penalty only grows); the loop stops when every row has, or at the length
+    finished hypotheses are kept. A row is settled when its `num_results`-th
+    best finished hypothesis scores at least the best score any live beam
+    could still reach (`log_prob / penalty(max_length)`: log-probabilities
+    only fall and the penalty only grows), so the hypotheses returned can no
+    longer change; the loop stops when every row is settled, or at the length
     limit: `source_length + max_extra_length` output tokens, then EOS.
 
     Args:
@@ -69,6 +72,13 @@ def build_beam_search(
         use_cache: bool. Decode with the key/value cache (default). `False`
             reruns the whole decoder every step: same results, slower; kept
             as the reference the cache is tested and benchmarked against.
+        stop_rule: `"results"` (default) settles a row on its `num_results`-th
+            best finished hypothesis, as described above. `"beam"` waits for
+            the `beam_size`-th (the rule of tensor2tensor and flax): the same
+            outputs after more steps; kept as the reference the default is
+            tested and benchmarked against.
+        return_num_steps: bool. Also return the number of decoding steps the
+            loop ran (int32 scalar), for benchmarks and tests.
 
     Returns:
         A function taking int (batch, source_length) ids and returning
@@ -77,11 +87,17 @@ def build_beam_search(
         `scores`, float32 (batch, num_results), the length-penalized
         log-probabilities. A slot with no hypothesis (fewer than
         `num_results` distinct ones exist) has score -inf and no tokens.
+        With `return_num_steps`, a third output: the loop's step count.
     """
     if not 1 <= num_results <= beam_size:
         raise ValueError(
             f"`num_results` must be in [1, beam_size={beam_size}]. Received: {num_results}"
         )
+    if stop_rule not in ("results", "beam"):
+        raise ValueError(f"`stop_rule` must be 'results' or 'beam'. Received: {stop_rule!r}")
+    # The finished slot whose score settles a row: later hypotheses can only
+    # change the slots after it.
+    settling_slot = num_results - 1 if stop_rule == "results" else beam_size - 1
     if alpha < 0:
         raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha}")
     pad_id = model.config.pad_id
@@ -113,7 +129,7 @@ def build_beam_search(
 
         def not_done(step, alive, alive_log_probs, finished, finished_scores, cache):
             best_possible = alive_log_probs[:, 0] / max_penalty  # (batch,)
-            settled = ops.all(finished_scores[:, -1] >= best_possible)
+            settled = ops.all(finished_scores[:, settling_slot] >= best_possible)
             return ops.logical_and(step < num_steps, ops.logical_not(settled))
 
         def step_fn(step, alive, alive_log_probs, finished, finished_scores, cache):
@@ -158,7 +174,7 @@ def build_beam_search(
             finished_scores,
             cache,
         )
-        _, _, _, finished, finished_scores, _ = ops.while_loop(not_done, step_fn, state)
+        num_steps_run, _, _, finished, finished_scores, _ = ops.while_loop(not_done, step_fn, state)
         tokens = finished[:, :num_results, 1:]  # drop BOS
         scores = finished_scores[:, :num_results]
         # EOS and whatever follows it become padding; so do slots never filled
@@ -166,7 +182,10 @@ def build_beam_search(
         ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
         empty = scores < NEG_INF / 2
         tokens = ops.where(ops.logical_or(ended, empty[:, :, None]), pad_id, tokens)
-        return tokens, ops.where(empty, float("-inf"), scores)
+        scores = ops.where(empty, float("-inf"), scores)
+        if return_num_steps:
+            return tokens, scores, num_steps_run
+        return tokens, scores
 
     return compile_search(search, model)
 

@@ -24,8 +24,12 @@ class TranslationModule(tf.Module):
     (empty or whitespace only) give `""` and score 0.0 without decoding;
     other rows are tokenized, get an EOS appended as in training, are cut to
     `max_source_length` ids (EOS included, as `Translator` cuts) and decoded
-    with beam search (key/value cache, GNMT length penalty) in one padded
-    batch; the best hypothesis is detokenized.
+    with beam search (key/value cache, GNMT length penalty); the best
+    hypothesis is detokenized. Inside the graph the request is sorted by
+    source length and decoded in sub-batches of similar length, each padded
+    only to its own longest source and holding at most `batch_tokens` source
+    ids (one row at least), so a long sentence slows only its own sub-batch;
+    outputs come back in request order.
 
     `translate_ids(token_ids)`, the `translate_ids` signature, does the same
     on SentencePiece ids the client produced with the same vocabulary:
@@ -40,6 +44,8 @@ class TranslationModule(tf.Module):
         alpha: float. Length penalty exponent; paper: 0.6.
         max_extra_length: int. Output tokens beyond the source length; paper: 50.
         max_source_length: int. Source ids kept per row, EOS included.
+        batch_tokens: int. Upper bound on rows x padded source length of a
+            sub-batch (as `Translator`'s).
 
     Example:
 
@@ -48,8 +54,22 @@ class TranslationModule(tf.Module):
     >>> module.translate(tf.constant(["A dog runs."]))["translations"]
     """
 
-    def __init__(self, model, tokenizer, *, beam_size, alpha, max_extra_length, max_source_length):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        beam_size,
+        alpha,
+        max_extra_length,
+        max_source_length,
+        batch_tokens=4096,
+    ):
         super().__init__(name="translation_module")
+        if batch_tokens < 1:
+            raise ValueError(f"`batch_tokens` must be >= 1. Received: {batch_tokens}")
+        self._batch_tokens = batch_tokens
+        self._max_extra_length = max_extra_length
         config = model.config
         self._pad_id = config.pad_id
         self._eos_id = tokenizer.eos_id
@@ -128,10 +148,63 @@ class TranslationModule(tf.Module):
         truncated = tf.logical_and(
             source.row_lengths() > self._max_source_length, tf.logical_not(blank)
         )
-        source = source[:, : self._max_source_length].to_tensor(default_value=self._pad_id)
+        source = source[:, : self._max_source_length]
+        lengths = tf.where(blank, tf.constant(0, tf.int64), source.row_lengths())
+        source = source.to_tensor(default_value=self._pad_id)
         # A blank row is all padding: its output is empty and the loop ignores it.
         source = tf.where(blank[:, None], self._pad_id, source)
-        tokens, scores = self._beam_search(source)
-        tokens = tf.RaggedTensor.from_tensor(tokens[:, 0], padding=self._pad_id)
-        scores = tf.where(blank, 0.0, scores[:, 0])
+        tokens, scores = self._decode_by_length(source, tf.cast(lengths, tf.int32))
+        tokens = tf.RaggedTensor.from_tensor(tokens, padding=self._pad_id)
+        scores = tf.where(blank, 0.0, scores)
         return tokens, scores, truncated
+
+    def _decode_by_length(self, source, lengths):
+        """(rows, length) ids, (rows,) lengths -> best (rows, length + extra + 1) ids, scores.
+
+        Rows are decoded in order of length, in sub-batches of consecutive
+        rows whose count times their longest length stays within
+        `batch_tokens`; each is cut to its longest row, so the loop of a
+        sub-batch of short rows neither runs the steps nor holds the cache a
+        long row needs.
+        """
+        order = tf.argsort(lengths, stable=True)
+        sorted_source = tf.gather(source, order)
+        sorted_lengths = tf.gather(lengths, order)
+        num_rows = tf.shape(source)[0]
+        width = tf.shape(source)[1] + self._max_extra_length + 1
+
+        def decode_sub_batch(start, tokens, scores):
+            # Sorted lengths make count x longest grow with the count: the rows
+            # that fit are the ones whose prefix cost is within the budget.
+            counts = tf.range(1, num_rows - start + 1)
+            costs = counts * tf.maximum(sorted_lengths[start:], 1)
+            end = start + tf.maximum(
+                1, tf.reduce_sum(tf.cast(costs <= self._batch_tokens, tf.int32))
+            )
+            longest = tf.maximum(sorted_lengths[end - 1], 1)
+            sub_tokens, sub_scores = self._beam_search(sorted_source[start:end, :longest])
+            sub_tokens = sub_tokens[:, 0]  # (rows, longest + extra + 1)
+            padding = [[0, 0], [0, width - tf.shape(sub_tokens)[1]]]
+            sub_tokens = tf.pad(sub_tokens, padding, constant_values=self._pad_id)
+            return (
+                end,
+                tokens.write(tokens.size(), sub_tokens),
+                scores.write(scores.size(), sub_scores[:, 0]),
+            )
+
+        # Each array starts with an empty (0-row) element, so that an empty
+        # request concatenates to empty outputs.
+        tokens = tf.TensorArray(tf.int32, size=1, dynamic_size=True, infer_shape=False)
+        tokens = tokens.write(0, tf.zeros(tf.stack([0, width]), tf.int32))
+        scores = tf.TensorArray(tf.float32, size=1, dynamic_size=True, infer_shape=False)
+        scores = scores.write(0, tf.zeros([0], tf.float32))
+        _, tokens, scores = tf.while_loop(
+            lambda start, tokens, scores: start < num_rows,
+            decode_sub_batch,
+            (tf.constant(0), tokens, scores),
+        )
+        # Back to request order.
+        inverse = tf.math.invert_permutation(order)
+        tokens = tf.reshape(tokens.concat(), tf.stack([-1, width]))
+        scores = tf.reshape(scores.concat(), [-1])
+        return tf.gather(tokens, inverse), tf.gather(scores, inverse)
