@@ -159,3 +159,19 @@ def test_decoding_speed_runs(data_dir):
     # returns the cached search's tokens (and scores up to rounding). No speed is asserted.
     assert re.search(r"^cached == uncached: same tokens in all 2 sentences", output, re.M), output
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
+
+
+def test_decoding_speed_compare_ctranslate2_runs(data_dir):
+    pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
+    output = run_benchmark(
+        "decoding_speed", "--data-dir", data_dir, "--compare-ctranslate2",
+        "--workloads", "quickstart", "--vocabulary-size", "500", "--num-sentences", "8",
+        "--batch-size", "4", "--repeats", "1",
+    )  # fmt: skip
+    assert re.search(r"^quickstart: params=[\d.]+M sentences=8 ", output, re.M), output
+    for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8"):
+        assert re.search(rf"^ +{decoder}: +[\d.]+ sentences/s", output, re.M), output
+    # Same weights in both decoders: an untrained model's flat distributions leave near-ties
+    # that float32 rounding decides, so most, not necessarily all, outputs agree.
+    same = re.search(r"same output tokens \(ours, ctranslate2 float32\): (\d+) of 8", output)
+    assert same is not None and int(same.group(1)) >= 4, output
