@@ -73,7 +73,7 @@ def _set_attention(spec, attention, fused):
         "k": attention.key_dense,
         "v": attention.value_dense,
     }
-    for linear, names in zip(spec.linear, fused, strict=False):
+    for linear, names in zip(spec.linear[:-1], fused, strict=True):
         parts = [_input_projection(projections[name]) for name in names]
         kernel = np.concatenate([kernel for kernel, _ in parts], axis=1)
         bias = None if parts[0][1] is None else np.concatenate([bias for _, bias in parts])
@@ -108,6 +108,7 @@ def _position_table(model, layer):
 
 
 def _pieces(tokenizer, size, side):
+    """The tokenizer's pieces in id order: CTranslate2 maps pieces to ids by this list."""
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
     if len(pieces) != size:
@@ -193,9 +194,9 @@ def export_ctranslate2(model, tokenizer, output_dir, quantization=None, overwrit
 
     Feed `ctranslate2.Translator.translate_batch` SentencePiece pieces (not
     ids) and decode the output pieces with the same model; see
-    docs/serving.md. With `length_penalty=0` CTranslate2's beam search ranks
-    as `Translator(alpha=0)` does; it normalizes by `length ** alpha`
-    (EOS not counted) rather than the GNMT penalty.
+    docs/serving.md. With `length_penalty=0, min_decoding_length=0`
+    CTranslate2's beam search ranks as `Translator(alpha=0)` does; its
+    length penalty is `length ** alpha` (EOS not counted), not GNMT's.
 
     The directory is built under a temporary name next to `output_dir` and
     renamed when complete.
