@@ -1,6 +1,6 @@
 """The benchmark scripts: their FLOP count against the traced matmuls, and tiny end-to-end runs.
 
-The figures in docs/benchmarks.md come from these scripts; here they run on small generated
+The figures in docs/performance.md come from these scripts; here they run on small generated
 data so that a change to the library or to keras-hub that breaks them shows up in CI.
 """
 

@@ -60,9 +60,7 @@ def philox16_dropout(inputs, rate, seed):
     is kept when draw `i` is at least `round(rate * 2**16)`, so the drop
     probability is `rate` to within 2**-17. The kept elements are scaled by
     `1 / (1 - rate)` through one float mask, whose product is also the
-    gradient. Forward and backward, 20 dropout calls of a 2+2-layer model's
-    training step took 16.4 ms against 30.8 ms with Keras' dropout
-    (docs/benchmarks.md).
+    gradient: about half the cost of Keras' dropout (docs/performance.md).
 
     Args:
         inputs: float tensor.
@@ -104,13 +102,12 @@ class Dropout(keras.layers.Layer):
     to the sums of the embeddings and the positional encodings". The function
     is Keras' `Dropout`: each element is zeroed with probability `rate` and the
     others are scaled by `1 / (1 - rate)`. Only the source of the random mask
-    differs. JAX's default generator (threefry) costs about 40 ms of a 500 ms
-    training step of a 2+2-layer d_model 512 model on 2 CPU cores
-    (`benchmarks/training_throughput.py`), because XLA cannot fuse its twenty
-    rounds into the surrounding code; `mask_generator="hash"` keeps element
-    `i` when a keyed integer hash of `i` (MurmurHash3's finalizer, twice) is
-    at least `rate * 2**32`, which XLA fuses: the step's masks then cost
-    about 1 ms (docs/benchmarks.md). TensorFlow's Philox masks cost about as
+    differs. JAX's default generator (threefry) is a sizeable part of a CPU
+    training step, because XLA cannot fuse its twenty rounds into the
+    surrounding code; `mask_generator="hash"` keeps element `i` when a keyed
+    integer hash of `i` (MurmurHash3's finalizer, twice) is at least
+    `rate * 2**32`, which XLA fuses (docs/performance.md). TensorFlow's
+    Philox masks cost about as
     much inside XLA-compiled functions (`jit_compile=True`), so the default
     uses the hash there too. TensorFlow code that XLA does not compile runs
     one kernel per op, where the hash's dozen integer ops cost more than

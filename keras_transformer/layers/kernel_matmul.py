@@ -23,18 +23,13 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
     `x^T dy` for widening kernels (`d_in < d_out`: the feed-forward layer's
     first kernel, 512 -> 2048, and the pre-softmax projection, 512 ->
     vocabulary), `(dy^T x)^T` for narrowing ones (its second kernel, 2048 ->
-    512). On 2 CPU cores the (1020, 512) x (1020, 2048) kernel gradient took
-    14.0 instead of 18.5 ms, copy included; the tied projection with the
-    label-smoothed loss, forward and backward on (68, 15) tokens and 8,000
-    rows, 219 instead of 247 ms; and two feed-forward sublayers, forward and
-    backward, 3-5% less with the narrowing form than without it
-    (docs/benchmarks.md). Square kernels keep autodiff's form (the copy costs
+    512); docs/performance.md gives the gain. Square kernels keep autodiff's
+    form (the copy costs
     what the faster dot saves), as does JAX off the CPU (where the matmul
     libraries read transposed operands in place). On TensorFlow a transposed
     kernel is read through `MatMul`'s `transpose_b` flag, so its gradient
-    `dy^T x` comes out in the kernel's layout: `x @ transpose(w)` transposed
-    a (d_in, d_out) gradient back, 8.5 ms of a 500 ms training step for an
-    8000-row tied embedding (docs/benchmarks.md).
+    `dy^T x` comes out in the kernel's layout, where `x @ transpose(w)`
+    would transpose a (d_in, d_out) gradient back.
 
     Args:
         inputs: (..., d_in) tensor.

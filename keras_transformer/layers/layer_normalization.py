@@ -19,13 +19,10 @@ class LayerNormalization(keras.layers.LayerNormalization):
     epsilon)`: `s` has the full shape of `x`, and XLA keeps it in memory for
     the backward pass (a (batch, length, d_model) broadcast per LayerNorm).
     Here the normalized input is scaled last, which leaves only per-position
-    statistics to keep besides the input. On 2 CPU cores a training step of
-    the benchmark model ran about 4% faster on JAX, and 10 LayerNorms forward
-    and backward took 14-17% less time on TensorFlow (docs/benchmarks.md).
-    In TensorFlow code that XLA does not compile, where every elementwise op
-    of autodiff's backward pass is a kernel of its own, the gradient is the
-    closed form instead (`normalized_gradients`): 10 LayerNorms forward and
-    backward on (68, 15, 512) took 25.4 instead of 32.9 ms. XLA fuses
+    statistics to keep besides the input. In TensorFlow code that XLA does
+    not compile, where every elementwise op of autodiff's backward pass is a
+    kernel of its own, the gradient is the closed form instead
+    (`normalized_gradients`; gains in docs/performance.md). XLA fuses
     autodiff's form as well (a hand-written gradient ran slower there), so
     JAX and XLA-compiled TensorFlow keep it.
     Inputs in float16 or bfloat16 are normalized in float32, as Keras does,

@@ -19,8 +19,8 @@ class FusedAdam(keras.optimizers.Adam):
         m <- m + (g - m)(1 - beta_1),  v <- v + (g^2 - v)(1 - beta_2),
         w <- w - lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
 
-    On 2 CPU cores one update of an 18.8M-parameter model took 18.8 ms
-    instead of 50.2 ms (docs/benchmarks.md). Everything else is Keras' `Adam`: the arguments,
+    On a CPU this takes about a third of the time of Keras' update
+    (docs/performance.md). Everything else is Keras' `Adam`: the arguments,
     the variables (so checkpoints load either way), weight decay, clipping,
     gradient accumulation, loss scaling and the distribution strategies,
     under which the update runs per replica as Keras' own does. On JAX, in
