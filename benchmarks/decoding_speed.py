@@ -10,12 +10,30 @@ return the same tokens (and scores within float32 rounding): the script exits wi
 if they do not, since the cache would then not be a speed-up of the same search.
 
     python benchmarks/decoding_speed.py --data-dir ../shared/data/multi30k
+
+With `--compare-ctranslate2`, our beam search (the current Keras backend) and CTranslate2
+decode the same sentences with the same weights, exported with `export_ctranslate2`, in one
+run: a quickstart-size model (d_model 128, 2+2 layers, 1,000-piece vocabulary) on 256
+sentences and a base-size model (d_model 512, 6+6 layers, 8,000 pieces) on 128 sentences
+with 30-token outputs; beam 4, alpha 0.6, batches of 32 sorted by length, float32 (and int8
+for CTranslate2), CTranslate2 on `--threads` intra-op threads. The models are untrained, so
+output lengths are fixed: every source of a batch is cut to the batch's shortest (sorted by
+length, little is cut), each output runs to the source length (quickstart) or to 30 tokens
+(base) in both decoders, and CTranslate2's `min_decoding_length` keeps it from ending
+sooner. First passes (compilation, warm-up) are not timed. CTranslate2's OpenMP threads
+slow down many times over when another process uses the cores: measure on a quiet machine.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/decoding_speed.py \\
+        --data-dir ../shared/data/multi30k --compare-ctranslate2
 """
 
 import argparse
 import os
 import sys
 import time
+
+# CTranslate2's OpenMP threads spin while waiting unless told otherwise; read at its import.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Largest |cached - uncached| / max(1, |score|) accepted: scores are sums of float32
 # log-probabilities that the two searches compute in a different order.
@@ -27,34 +45,51 @@ def parse_args():
     parser.add_argument("--data-dir", required=True, help="Folder with valid.en and train.{en,de}.")
     parser.add_argument("--source-language", default="en", help="Source file suffix.")
     parser.add_argument("--target-language", default="de", help="Target file suffix.")
-    parser.add_argument("--num-sentences", type=int, default=16, help="Sentences decoded.")
+    parser.add_argument(
+        "--num-sentences",
+        type=int,
+        help="Sentences decoded (default 16; with --compare-ctranslate2, 256 and 128).",
+    )
     parser.add_argument("--min-tokens", type=int, default=20, help="Minimum source tokens.")
     parser.add_argument("--beam-size", type=int, default=4, help="Beam size (paper: 4).")
     parser.add_argument("--max-extra-length", type=int, default=0, help="See the docstring.")
-    parser.add_argument("--vocabulary-size", type=int, default=8000, help="Shared BPE size.")
+    parser.add_argument(
+        "--vocabulary-size",
+        type=int,
+        help="Shared vocabulary size (default 8000; with --compare-ctranslate2, 1000 and 8000).",
+    )
     parser.add_argument("--repeats", type=int, default=2, help="Timed runs per variant.")
+    parser.add_argument(
+        "--compare-ctranslate2",
+        action="store_true",
+        help="Compare with CTranslate2 on the same weights (see above).",
+    )
+    parser.add_argument(
+        "--workloads",
+        default="quickstart,base",
+        help="With --compare-ctranslate2: comma-separated, from quickstart, base.",
+    )
+    parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads.")
+    parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
     return parser.parse_args()
 
 
 def main():
     args = parse_args()
+    if args.compare_ctranslate2:
+        compare_ctranslate2(args)
+        return
+    args.num_sentences = args.num_sentences or 16
+    args.vocabulary_size = args.vocabulary_size or 8000
     import keras
     import numpy as np
 
     from keras_transformer import Seq2SeqTransformer
     from keras_transformer.decoding import build_beam_search
     from keras_transformer.decoding.translator import to_token_lists
-    from keras_transformer.text import read_lines, train_vocabulary
 
-    def lines(split, language):
-        path = os.path.join(args.data_dir, f"{split}.{language}")
-        if not os.path.exists(path):
-            sys.exit(f"error: {path} does not exist (--data-dir {args.data_dir})")
-        return read_lines(path)
-
-    train = lines("train", args.source_language) + lines("train", args.target_language)
-    tokenizer = train_vocabulary(train, vocabulary_size=args.vocabulary_size, max_sentences=40000)
-    valid = lines("valid", args.source_language)
+    tokenizer = train_tokenizer(args, args.vocabulary_size)
+    valid = lines(args, "valid", args.source_language)
     token_lists = [ids + [tokenizer.eos_id] for ids in to_token_lists(tokenizer(valid))]
     chosen = [ids for ids in token_lists if len(ids) >= args.min_tokens][: args.num_sentences]
     if len(chosen) < args.num_sentences:
@@ -107,6 +142,190 @@ def main():
     check_same_output(outputs["cached"], outputs["uncached"])
     speedup = results["uncached"][0] / results["cached"][0]
     print(f"cached / uncached throughput: {speedup:.2f}x (target >= 3x)")
+
+
+def lines(args, split, language):
+    from keras_transformer.text import read_lines
+
+    path = os.path.join(args.data_dir, f"{split}.{language}")
+    if not os.path.exists(path):
+        sys.exit(f"error: {path} does not exist (--data-dir {args.data_dir})")
+    return read_lines(path)
+
+
+def train_tokenizer(args, vocabulary_size):
+    from keras_transformer.text import train_vocabulary
+
+    train = lines(args, "train", args.source_language)
+    train += lines(args, "train", args.target_language)
+    return train_vocabulary(train, vocabulary_size=vocabulary_size, max_sentences=40000)
+
+
+# name: (model sizes, vocabulary size, sentences, output tokens: None = the source length).
+WORKLOADS = {
+    "quickstart": (
+        dict(num_layers=2, d_model=128, num_heads=4, intermediate_dim=512),
+        1000,
+        256,
+        None,
+    ),
+    "base": (dict(num_layers=6, d_model=512, num_heads=8, intermediate_dim=2048), 8000, 128, 30),
+}
+
+
+def fixed_length_batches(token_lists, batch_size, output_tokens):
+    """Batches sorted by length; each source cut to its batch's shortest (EOS kept).
+
+    Returns a list of (ids array (batch, length) ending in EOS, output limit) pairs: the
+    number of output tokens before EOS, `length` or `output_tokens`.
+    """
+    import numpy as np
+
+    ordered = sorted(token_lists, key=len)
+    batches = []
+    for start in range(0, len(ordered), batch_size):
+        rows = ordered[start : start + batch_size]
+        length = len(rows[0]) if output_tokens is None else min(len(rows[0]), output_tokens)
+        ids = np.array([row[: length - 1] + row[-1:] for row in rows], "int32")
+        batches.append((ids, length if output_tokens is None else output_tokens))
+    return batches
+
+
+def best_time(function, repeats):
+    """Runs `function` once untimed (compilation, warm-up), then `repeats` times: the best."""
+    function()
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        timings.append(time.perf_counter() - start)
+    return min(timings)
+
+
+def compare_ctranslate2(args):
+    """Our beam search against CTranslate2 (float32 and int8) on the same weights."""
+    import keras
+
+    from keras_transformer.export.ctranslate2_export import import_ctranslate2
+
+    ctranslate2 = import_ctranslate2()
+    alpha = 0.6
+    print(
+        f"backend={keras.backend.backend()} ctranslate2={ctranslate2.__version__} "
+        f"beam={args.beam_size} alpha={alpha} batch={args.batch_size} "
+        f"ctranslate2 intra_threads={args.threads} "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
+    )
+    for name in args.workloads.split(","):
+        if name not in WORKLOADS:
+            sys.exit(f"error: unknown workload {name!r} (--workloads: {', '.join(WORKLOADS)})")
+        compare_workload(args, name, alpha, ctranslate2)
+
+
+def compare_workload(args, name, alpha, ctranslate2):
+    """One workload: an untrained model of its size, timed in both decoders."""
+    import tempfile
+
+    import keras
+    import sentencepiece as spm
+
+    from keras_transformer import Seq2SeqTransformer, TransformerConfig
+    from keras_transformer.decoding import build_beam_search
+    from keras_transformer.decoding.translator import to_token_lists
+    from keras_transformer.export import export_ctranslate2
+
+    sizes, vocabulary_size, num_sentences, output_tokens = WORKLOADS[name]
+    vocabulary_size = args.vocabulary_size or vocabulary_size
+    num_sentences = args.num_sentences or num_sentences
+    tokenizer = train_tokenizer(args, vocabulary_size)
+    valid = lines(args, "valid", args.source_language)[:num_sentences]
+    if len(valid) < num_sentences:
+        sys.exit(f"error: only {len(valid)} valid sentences, {num_sentences} wanted")
+    token_lists = [ids + [tokenizer.eos_id] for ids in to_token_lists(tokenizer(valid))]
+    batches = fixed_length_batches(token_lists, args.batch_size, output_tokens)
+    keras.utils.set_random_seed(0)
+    model = Seq2SeqTransformer(
+        TransformerConfig(vocabulary_size=vocabulary_size, dropout=0.0, **sizes)
+    )
+    model.build()
+    searches = [
+        build_beam_search(
+            model,
+            bos_id=tokenizer.bos_id,
+            eos_id=tokenizer.eos_id,
+            beam_size=args.beam_size,
+            alpha=alpha,
+            max_extra_length=limit - ids.shape[1],
+        )
+        for ids, limit in batches
+    ]
+    ours = {}
+
+    def run_ours():
+        for index, ((ids, _), search) in enumerate(zip(batches, searches, strict=True)):
+            tokens, _ = search(ids)
+            ours[index] = keras.ops.convert_to_numpy(tokens)[:, 0]
+
+    seconds = {"ours": best_time(run_ours, args.repeats)}
+    processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
+    piece_batches = [
+        [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches
+    ]
+    theirs = {}
+
+    def run_theirs(translator, compute_type):
+        outputs = []
+        for pieces, (_, limit) in zip(piece_batches, batches, strict=True):
+            # Ours: `limit` tokens, then EOS. Both run limit + 1 decoder steps.
+            results = translator.translate_batch(
+                pieces,
+                beam_size=args.beam_size,
+                length_penalty=alpha,
+                min_decoding_length=limit + 1,
+                max_decoding_length=limit + 1,
+                max_batch_size=args.batch_size,
+            )
+            outputs += [r.hypotheses[0] for r in results]
+        theirs[compute_type] = outputs
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = export_ctranslate2(model, tokenizer, os.path.join(directory, "model"))
+        for compute_type in ("float32", "int8"):
+            translator = ctranslate2.Translator(
+                path,
+                device="cpu",
+                compute_type=compute_type,
+                intra_threads=args.threads,
+                inter_threads=1,
+            )
+            seconds[f"ctranslate2 {compute_type}"] = best_time(
+                lambda t=translator, c=compute_type: run_theirs(t, c), args.repeats
+            )
+    report(name, model, batches, seconds, ours, theirs["float32"], processor)
+
+
+def report(name, model, batches, seconds, ours, theirs, processor):
+    """Prints sentences/s per decoder, the ratios, and how often the outputs agree."""
+    sentences = sum(len(ids) for ids, _ in batches)
+    outputs = sum(len(ids) * limit for ids, limit in batches)
+    print(
+        f"{name}: params={model.count_params() / 1e6:.1f}M sentences={sentences} "
+        f"output tokens/sentence={outputs / sentences:.1f}"
+    )
+    for decoder, value in seconds.items():
+        ratio = seconds["ours"] / value
+        print(
+            f"  {decoder:>19}: {sentences / value:8.2f} sentences/s "
+            f"({value:.2f}s; {ratio:.2f}x ours)"
+        )
+    # The first `limit` tokens: CTranslate2 was kept from ending, ours ends with EOS there.
+    ours_pieces = [
+        [processor.id_to_piece(int(i)) for i in row[:limit]]
+        for index, (_, limit) in enumerate(batches)
+        for row in ours[index]
+    ]
+    same = sum(a == b[: len(a)] for a, b in zip(ours_pieces, theirs, strict=True))
+    print(f"  same output tokens (ours, ctranslate2 float32): {same} of {sentences}")
 
 
 def check_same_output(cached, uncached):

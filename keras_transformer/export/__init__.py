@@ -1,9 +1,10 @@
-"""Export for serving (a SavedModel for TF Serving) and `.keras` files for continued training.
+"""Export for serving (SavedModel for TF Serving, CTranslate2) and `.keras` files for training.
 
 Depends on the model, the tokenizer and decoding; never on training code
 (`keras_transformer.training`), and the exported graph holds none of it.
 """
 
+from keras_transformer.export.ctranslate2_export import export_ctranslate2
 from keras_transformer.export.export_saved_model import (
     SETTINGS_FILE,
     default_max_source_length,
@@ -24,6 +25,7 @@ __all__ = [
     "TEXT_SIGNATURE",
     "TranslationModule",
     "default_max_source_length",
+    "export_ctranslate2",
     "export_saved_model",
     "load_translation_model",
     "run_export_command",

@@ -1,9 +1,11 @@
-"""`python -m keras_transformer.export`: write a SavedModel for TF Serving.
+"""`python -m keras_transformer.export`: write a SavedModel for TF Serving, or a CTranslate2 model.
 
 Example:
 
     python -m keras_transformer.export --model runs/base/translator.keras \\
         --output serving/translator/1
+    python -m keras_transformer.export --format ctranslate2 --quantization int8 \\
+        --model runs/base/translator.keras --output serving/ct2
 """
 
 import argparse
@@ -13,6 +15,11 @@ import sys
 
 import keras
 
+from keras_transformer.export.ctranslate2_export import (
+    QUANTIZATIONS,
+    export_ctranslate2,
+    import_ctranslate2,
+)
 from keras_transformer.export.export_saved_model import export_saved_model
 from keras_transformer.export.load_translation_model import load_translation_model
 from keras_transformer.export.run_export_command import run_export_command
@@ -31,6 +38,10 @@ written to assets/translation_settings.json. See docs/serving.md.
 
 The graph is traced on the TensorFlow backend whatever backend trained the model: under
 another KERAS_BACKEND this command runs itself again with KERAS_BACKEND=tensorflow.
+
+--format ctranslate2 writes a CTranslate2 model directory instead (the optional ctranslate2
+package: pip install 'keras-transformer[ctranslate2]'), optionally quantized, with the
+SentencePiece model as vocabulary.model; decoding settings are chosen at translation time.
 """
 
 
@@ -96,6 +107,18 @@ def build_parser():
         "model's max_position (512 by default).",
     )
     parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
+    parser.add_argument(
+        "--format",
+        choices=("saved_model", "ctranslate2"),
+        default="saved_model",
+        help="saved_model (TF Serving, default) or ctranslate2 (a CTranslate2 model "
+        "directory; the decoding flags above are then chosen at translation time).",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        help="With --format ctranslate2: the weight type (default: float32, as trained).",
+    )
     return parser
 
 
@@ -119,6 +142,10 @@ def main(argv=None):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
             parser.exit(1, f"{parser.prog}: error: --{name} file not found: {value}\n")
+    if args.quantization is not None and args.format != "ctranslate2":
+        parser.error("--quantization goes with --format ctranslate2")
+    if args.format == "ctranslate2":
+        return _export_ctranslate2(parser, args)
     if keras.backend.backend() != "tensorflow":
         print(
             f"KERAS_BACKEND is {keras.backend.backend()}: exporting with "
@@ -146,6 +173,24 @@ def main(argv=None):
     print(f"Exported a SavedModel to {path}")
     print("  serving_default: sentences string [batch] -> translations, scores, truncated")
     print("  translate_ids:   token_ids int32 [batch, length] -> token_ids, scores, truncated")
+    return 0
+
+
+def _export_ctranslate2(parser, args):
+    """`--format ctranslate2`: on any backend, since only the weights are read."""
+    try:
+        import_ctranslate2()  # before the (slow) model load
+        model, tokenizer = _load(args)
+        path = export_ctranslate2(
+            model, tokenizer, args.output, quantization=args.quantization, overwrite=args.overwrite
+        )
+    except (ImportError, OSError, ValueError, TypeError) as error:
+        message = str(error)
+        if isinstance(error, OSError) and error.filename is not None:
+            message = f"{error.strerror}: {error.filename}"
+        parser.exit(1, f"{parser.prog}: error: {message}\n")
+    weights = args.quantization or "float32"
+    print(f"Exported a CTranslate2 model ({weights} weights) to {path}", file=sys.stderr)
     return 0
 
 
