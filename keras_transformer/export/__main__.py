@@ -21,6 +21,8 @@ from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
+from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 DESCRIPTION = """\
 Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
@@ -49,8 +51,13 @@ def build_parser():
     source.add_argument(
         "--model",
         metavar="FILE",
-        help="A .keras file from save_translation_model (model and tokenizer), or a "
-        "Seq2SeqTransformer .keras file with --tokenizer.",
+        help="A .keras file from save_translation_model (model and tokenizer), a run "
+        "directory (its model.keras), or a Seq2SeqTransformer .keras file with --tokenizer.",
+    )
+    source.add_argument(
+        "--run-dir",
+        metavar="RUN",
+        help="A training run's directory: export its model.keras.",
     )
     source.add_argument(
         "--weights",
@@ -115,6 +122,7 @@ def main(argv=None):
         parser.error("--weights needs --tokenizer and --config or --preset")
     if args.model is not None and (args.config or args.preset):
         parser.error("--config and --preset go with --weights")
+    _resolve_model(parser, args)
     for name in ("model", "weights", "tokenizer", "config"):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
@@ -147,6 +155,29 @@ def main(argv=None):
     print("  serving_default: sentences string [batch] -> translations, scores, truncated")
     print("  translate_ids:   token_ids int32 [batch, length] -> token_ids, scores, truncated")
     return 0
+
+
+def _resolve_model(parser, args):
+    """Points `args.model` at a .keras file (from --run-dir or a --model directory); refuses
+    an --output that would replace the model (exit 2)."""
+    try:
+        if args.run_dir is not None:
+            args.model = RunDirectory(args.run_dir).model_file()
+        elif args.model is not None:
+            args.model = resolve_model_file(args.model, "export")
+    except ValueError as error:
+        parser.error(f"--{'run-dir' if args.run_dir is not None else 'model'} {error}")
+    inputs = [("--model", args.model), ("--weights", args.weights)]
+    try:
+        check_output_is_not_an_input(args.output, inputs)
+        for flag, path in inputs:
+            inside = path is not None and os.path.realpath(path).startswith(
+                os.path.join(os.path.realpath(args.output), "")
+            )
+            if inside:
+                raise ValueError(f"--output {args.output} holds {flag} {path}; export elsewhere")
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def _load(args):

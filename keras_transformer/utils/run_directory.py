@@ -87,6 +87,28 @@ class RunDirectory:
             raise ValueError(f"{self.path}: several translation files ({names}); pick one")
         return found[0]
 
+    def reference_file(self, hypotheses):
+        """The reference of `NAME.hyp`: NAME in the run's data folder.
+
+        The data folder is `config.json`'s `data_dir` (top level or under
+        `"experiment"`) if the run has one, else `RUN/data`.
+        """
+        name = os.path.basename(hypotheses).removesuffix(HYPOTHESES_SUFFIX)
+        settings = self.settings() or {}
+        folders = [
+            section.get("data_dir")
+            for section in (settings, settings.get("experiment"))
+            if isinstance(section, dict)
+        ]
+        folders = [folder for folder in folders if isinstance(folder, str)] + [self.join(DATA_DIR)]
+        for folder in folders:
+            path = os.path.join(folder, name)
+            if os.path.isfile(path):
+                return path
+        raise ValueError(
+            f"{self.path}: the reference {name} is not in {' or '.join(folders)}; pass --references"
+        )
+
     def settings(self):
         """The run's `config.json` as a dict, or `None` if the run has none."""
         path = self.join(CONFIG_FILE)
