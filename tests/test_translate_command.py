@@ -14,6 +14,7 @@ import sys
 import zipfile
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -306,3 +307,87 @@ def test_run_directory_resolution(saved, tmp_path):
     hypotheses = run_directory.RunDirectory(tmp_path).hypotheses_file()
     reference = run_directory.RunDirectory(tmp_path).reference_file(hypotheses)
     assert reference == str(tmp_path / "data" / "newstest.de")
+
+
+def run_module(module, capsys, *args):
+    """Runs a `python -m` command's main in-process; returns (status, stderr)."""
+    try:
+        status = module.main(list(args))
+    except SystemExit as exit_info:
+        status = exit_info.code
+    return status, capsys.readouterr().err
+
+
+def test_average_evaluate_export_refuse_their_inputs_and_take_run_dirs(saved, capsys, tmp_path):
+    from keras_transformer.checkpoints import __main__ as average
+    from keras_transformer.evaluation import __main__ as evaluate
+    from keras_transformer.export import __main__ as export
+
+    run, model, _, _ = saved
+    checkpoints = run / run_directory.CHECKPOINTS_DIR
+    checkpoints.mkdir(exist_ok=True)
+    other = Seq2SeqTransformer(model.config)
+    other.build()
+    model.save_weights(checkpoints / "ckpt-00000001.weights.h5")
+    other.save_weights(checkpoints / "ckpt-00000002.weights.h5")
+    before = (checkpoints / "ckpt-00000002.weights.h5").read_bytes()
+    status, err = run_module(
+        average,
+        capsys,
+        "--run-dir",
+        str(run),
+        "--last",
+        "2",
+        "--output",
+        str(checkpoints / "ckpt-00000002.weights.h5"),
+    )
+    assert status == 2 and "is the same file as checkpoint" in err and err.count("\n") == 1
+    assert (checkpoints / "ckpt-00000002.weights.h5").read_bytes() == before
+    # --run-dir: the run's checkpoints, with the model settings of its model.keras.
+    output = tmp_path / "averaged.weights.h5"
+    status, err = run_module(
+        average, capsys, "--run-dir", str(run), "--last", "2", "--output", str(output)
+    )
+    assert status == 0, err
+    averaged = Seq2SeqTransformer(model.config)
+    averaged.build()
+    averaged.load_weights(output)
+    for mean, first, second in zip(averaged.weights, model.weights, other.weights, strict=True):
+        want = (keras.ops.convert_to_numpy(first) + keras.ops.convert_to_numpy(second)) / 2
+        assert np.allclose(keras.ops.convert_to_numpy(mean), want, atol=1e-6)
+
+    sentence = "Zwei junge Hunde spielen heute im Park.\n"
+    (run / "test.de.hyp").write_text(sentence, encoding="utf-8")
+    (run / "data").mkdir(exist_ok=True)
+    (run / "data" / "test.de").write_text(sentence, encoding="utf-8")
+    status, err = run_module(
+        evaluate, capsys, "--run-dir", str(run), "--json", str(run / "test.de.hyp")
+    )
+    assert status == 2 and "--json" in err and "same file as --hypotheses" in err
+    assert (run / "test.de.hyp").read_text(encoding="utf-8") == sentence
+    status, err = run_module(
+        evaluate,
+        capsys,
+        "--run-dir",
+        str(run),
+        "--metric",
+        "bleu",
+        "--json",
+        str(tmp_path / "s.json"),
+    )
+    assert status == 0, err
+    assert json.loads((tmp_path / "s.json").read_text())["bleu"] == pytest.approx(100.0)
+
+    model_file = str(run / "model.keras")
+    status, err = run_module(export, capsys, "--model", model_file, "--output", model_file)
+    assert status == 2 and "is the same file as --model" in err
+    status, err = run_module(
+        export, capsys, "--run-dir", str(run), "--output", str(run), "--overwrite"
+    )
+    assert status == 2 and f"--output {run} holds --model" in err
+    assert os.path.isfile(model_file)
+    for path, message in model_kinds(run, tmp_path):
+        status, err = run_module(
+            export, capsys, "--model", str(path), "--output", str(tmp_path / "x")
+        )
+        assert status == 2 and message.replace("translate takes", "export takes") in err, err
