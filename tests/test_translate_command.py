@@ -11,6 +11,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import zipfile
 
 import keras
@@ -23,6 +24,7 @@ from keras_transformer.decoding import Translator
 from keras_transformer.export import run_export_command, save_translation_model
 from keras_transformer.export.export_saved_model import export_saved_model
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.text.line_chunks import LineChunks
 from keras_transformer.translate_command import main
 from keras_transformer.utils import run_directory
 
@@ -57,7 +59,7 @@ def saved(tmp_path_factory):
 def expected(saved):
     _, model, tokenizer, sentences = saved
     translations = Translator(model, tokenizer, max_extra_length=3).translate(sentences, verbose=0)
-    assert len(set(translations)) > len(sentences) // 2  # a mix-up of the order shows
+    assert len(set(translations)) > 20  # a mix-up of the order shows
     return translations
 
 
@@ -130,22 +132,38 @@ def test_input_file_with_invalid_utf8_reads_as_replacement_characters(saved, cap
     assert "(first: line 2)" in err
 
 
+def test_line_chunks_end_when_a_pipe_pauses():
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"first\nsecond\nthi")
+    chunks, received = LineChunks(os.fdopen(read_end, "rb"), 10, pause_seconds=0.05), []
+    iterator = iter(chunks)
+    # The writer stays open: the lines read so far come out after the pause, not at EOF.
+    reader = threading.Thread(target=lambda: received.append(next(iterator)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert received == [["first", "second"]]
+    os.write(write_end, b"rd\r\n" + INVALID)
+    os.close(write_end)
+    assert list(iterator) == [["third", INVALID.decode("utf-8", errors="replace")]]
+    assert (chunks.lines, chunks.replaced, chunks.first_replaced) == (4, 1, 4)
+
+
 def test_lines_come_out_before_stdin_closes(saved):
-    run, _, _, sentences = saved
+    run, model, tokenizer, _ = saved
+    sentences = ["A dog.", "Two men."]  # one bucket: one compiled shape
     process = subprocess.Popen(
-        command("--model", str(run), *DECODING, "--chunk-size", "2"),
+        command("--model", str(run), *DECODING, "--chunk-size", "1"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=ENV,
     )
     try:
-        process.stdin.write(f"{sentences[0]}\n{sentences[1]}\n{sentences[2]}\n".encode())
+        process.stdin.write("".join(f"{s}\n" for s in sentences).encode())
         process.stdin.flush()
-        # A full chunk (2 lines) and, after the input pauses, the third line: all before EOF.
         received = b""
-        while received.count(b"\n") < 3:
-            ready, _, _ = select.select([process.stdout], [], [], 240)
+        while received.count(b"\n") < 2:
+            ready, _, _ = select.select([process.stdout], [], [], 300)
             assert ready, f"no output while stdin stays open; got {received!r}"
             received += os.read(process.stdout.fileno(), 1 << 16)
         assert process.poll() is None  # still waiting for input
@@ -153,9 +171,8 @@ def test_lines_come_out_before_stdin_closes(saved):
         assert process.wait(timeout=60) == 0
     finally:
         process.kill()
-    assert received.decode().split("\n")[:3] == Translator(
-        *saved[1:3], max_extra_length=3
-    ).translate(sentences[:3], verbose=0)
+    translator = Translator(model, tokenizer, max_extra_length=3)
+    assert received.decode().split("\n")[:2] == translator.translate(sentences, verbose=0)
 
 
 def test_chunked_output_equals_unchunked_and_goes_to_a_file(saved, expected, capsys, tmp_path):

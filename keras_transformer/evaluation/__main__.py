@@ -104,7 +104,7 @@ def main(argv=None):
             parser.error(f"--run-dir {error}")
     for flag in ("hypotheses", "references"):
         if getattr(args, flag) is None:
-            parser.error(f"--{flag} is required (or --run-dir)")
+            parser.error(f"the following arguments are required: --{flag} (or --run-dir)")
     if args.json not in (None, "-"):
         inputs = [("--hypotheses", args.hypotheses)]
         inputs += [("--references", path) for path in args.references]
