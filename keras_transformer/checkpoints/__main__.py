@@ -7,7 +7,6 @@ Example:
 """
 
 import argparse
-import json
 import sys
 
 import keras
@@ -18,6 +17,7 @@ from keras_transformer.models.presets import get_preset
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.json_file import read_json_object
 from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, RunDirectory
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
@@ -125,7 +125,7 @@ def main(argv=None):
             if args.pattern == parser.get_default("pattern"):
                 args.pattern = CHECKPOINT_PATTERN  # not best.weights.h5
             if args.config is None and args.preset is None:
-                settings = (run.model_settings(), run.path)
+                settings = run.model_settings()
         except ValueError as error:
             parser.error(f"--run-dir {error}")
     try:
@@ -161,12 +161,7 @@ def _model(args, preset, first_checkpoint, settings=None):
     if preset is not None:
         model = Seq2SeqTransformer(preset.config(args.vocabulary_size))
     elif args.config is not None or settings is not None:
-        if settings is not None:
-            config, source = settings
-        else:
-            config, source = _read_config(args.config), args.config
-        if not isinstance(config, dict):
-            raise ValueError(f"{source} must hold a JSON object. Received: {type(config).__name__}")
+        config = settings if settings is not None else read_json_object(args.config)
         if "config" in config:
             model = Seq2SeqTransformer.from_config(config)
         else:
@@ -181,14 +176,6 @@ def _model(args, preset, first_checkpoint, settings=None):
     if not model.built:
         model.build()
     return model
-
-
-def _read_config(path):
-    with open(path, encoding="utf-8") as file:
-        try:
-            return json.load(file)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON: {error}") from None
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ Example:
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -21,6 +20,7 @@ from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.json_file import read_json_object
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
@@ -195,13 +195,7 @@ def _load(args):
     if args.preset is not None:
         model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
     else:
-        with open(args.config, encoding="utf-8") as file:
-            try:
-                config = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{args.config} is not valid JSON: {error}") from None
-        if not isinstance(config, dict):
-            raise ValueError(f"{args.config} must hold a JSON object.")
+        config = read_json_object(args.config)
         if "config" in config:
             model = Seq2SeqTransformer.from_config(config)
         else:

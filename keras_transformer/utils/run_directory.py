@@ -5,6 +5,8 @@ import json
 import os
 import zipfile
 
+from keras_transformer.utils.json_file import read_json_object
+
 MODEL_FILE = "model.keras"
 VOCABULARY_FILE = "vocabulary.model"
 CHECKPOINTS_DIR = "checkpoints"
@@ -114,13 +116,7 @@ class RunDirectory:
         path = self.join(CONFIG_FILE)
         if not os.path.isfile(path):
             return None
-        with open(path, encoding="utf-8") as file:
-            try:
-                settings = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path} is not valid JSON: {error}") from None
-        if not isinstance(settings, dict):
-            raise ValueError(f"{path} must hold a JSON object. Received: {type(settings).__name__}")
+        settings = read_json_object(path)
         return settings
 
     def model_settings(self):
