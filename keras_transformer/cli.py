@@ -38,60 +38,6 @@ def _train(argv):
     )
 
 
-def _translate(argv):
-    parser = OneLineErrorParser(
-        prog=f"{PROG} translate",
-        description="Translate one sentence per line with beam search (paper 6.1).",
-    )
-    parser.add_argument("--model", required=True, help="A .keras file of save_translation_model.")
-    parser.add_argument("--input", default="-", help="Sentences, one per line; - for stdin.")
-    parser.add_argument("--output", default="-", help="Translations; - for stdout.")
-    parser.add_argument("--beam-size", type=int, default=4, help="Beam width (paper: 4).")
-    parser.add_argument("--alpha", type=float, default=0.6, help="Length penalty (paper: 0.6).")
-    parser.add_argument(
-        "--max-extra-length", type=int, default=50, help="Output tokens beyond the input's."
-    )
-    arguments = parser.parse_args(argv)
-    try:
-        from keras_transformer.decoding import Translator
-        from keras_transformer.export import load_translation_model
-        from keras_transformer.text import read_lines
-        from keras_transformer.text.text_files import join_line_breaks
-
-        if arguments.input == "-":
-            sentences = [line.rstrip("\n") for line in sys.stdin]
-        else:
-            sentences = read_lines(arguments.input)
-        model, tokenizer = load_translation_model(arguments.model, compile=False)
-        translator = Translator(
-            model,
-            tokenizer,
-            beam_size=arguments.beam_size,
-            alpha=arguments.alpha,
-            max_extra_length=arguments.max_extra_length,
-        )
-        translations = translator.translate(sentences)
-    except (ValueError, OSError) as error:
-        message = " ".join(str(error).split())
-        print(f"{PROG} translate: error: {message}", file=sys.stderr)
-        return 1
-    translations, joined = join_line_breaks(translations)
-    if joined:
-        # One line per input keeps the output aligned with the input file.
-        print(
-            f"{PROG} translate: {joined} translations had line breaks, written as spaces",
-            file=sys.stderr,
-        )
-    text = "".join(f"{line}\n" for line in translations)
-    if arguments.output == "-":
-        sys.stdout.write(text)
-    else:
-        from keras_transformer.text.text_files import write_bytes_atomic
-
-        write_bytes_atomic(arguments.output, text.encode("utf-8"))
-    return 0
-
-
 def _delegate(module_name):
     def run(argv):
         import importlib
@@ -103,7 +49,7 @@ def _delegate(module_name):
 
 HANDLERS = {
     "train": _train,
-    "translate": _translate,
+    "translate": _delegate("keras_transformer.translate_command"),
     "evaluate": _delegate("keras_transformer.evaluation.__main__"),
     "average": _delegate("keras_transformer.checkpoints.__main__"),
     "export": _delegate("keras_transformer.export.__main__"),

@@ -217,18 +217,28 @@ def test_line_breaks_inside_texts_become_spaces():
 
 
 def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monkeypatch, capsys):
+    import types
+
     import keras_transformer.decoding
     import keras_transformer.export
+    import keras_transformer.translate_command
     from keras_transformer.cli import main
+    from keras_transformer.models.transformer_config import TransformerConfig
 
     class EchoTranslator:
+        truncated = 0
+
         def __init__(self, model, tokenizer, **kwargs):
             pass
 
-        def translate(self, sentences):
-            return [sentence.replace("|", "\n") for sentence in sentences]
+        def translate_n_best(self, sentences, verbose=0):
+            return [[(sentence.replace("|", "\n"), 0.0)] for sentence in sentences]
 
-    monkeypatch.setattr(keras_transformer.export, "load_translation_model", lambda *a, **k: (0, 0))
+    model = types.SimpleNamespace(config=TransformerConfig(vocabulary_size=8))
+    monkeypatch.setattr(keras_transformer.translate_command, "resolve_model_file", lambda *a: "")
+    monkeypatch.setattr(
+        keras_transformer.export, "load_translation_model", lambda *a, **k: (model, 0)
+    )
     monkeypatch.setattr(keras_transformer.decoding, "Translator", EchoTranslator)
     source = tmp_path / "input.txt"
     source.write_text("first\nsec|ond\nthird\n", encoding="utf-8")

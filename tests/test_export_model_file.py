@@ -94,9 +94,9 @@ def test_a_plain_keras_file_is_rejected_clearly(compiled_model, tmp_path):
 
 def test_command_reports_bad_invocations_in_one_line(tmp_path, capsys):
     for argv, status, message in [
-        (["--output", "out"], 2, "one of the arguments --model --weights is required"),
+        (["--output", "out"], 2, "one of the arguments --model --run-dir --weights is required"),
         (["--weights", "w.weights.h5", "--output", "out"], 2, "--weights needs --tokenizer"),
-        (["--model", str(tmp_path / "missing.keras"), "--output", "out"], 1, "not found"),
+        (["--model", str(tmp_path / "missing.keras"), "--output", "out"], 2, "no such file"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             command.main(argv)
@@ -163,7 +163,7 @@ def test_export_folder_imports_no_training_code():
 
 
 def test_command_runs_itself_on_tensorflow_from_another_backend(tmp_path, monkeypatch):
-    (tmp_path / "translator.keras").write_bytes(b"")
+    zipfile.ZipFile(tmp_path / "translator.keras", "w").close()  # passes for a .keras file
     argv = ["--model", str(tmp_path / "translator.keras"), "--output", str(tmp_path / "1")]
     calls = []
     monkeypatch.setattr(command.keras.backend, "backend", lambda: "jax")

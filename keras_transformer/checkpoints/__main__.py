@@ -7,7 +7,6 @@ Example:
 """
 
 import argparse
-import json
 import sys
 
 import keras
@@ -18,6 +17,9 @@ from keras_transformer.models.presets import get_preset
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.json_file import read_json_object
+from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, RunDirectory
+from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 DESCRIPTION = """\
 Average checkpoints into one model (paper 6.1: the last 5 for base, the last 20 for big).
@@ -51,6 +53,12 @@ def build_parser():
         metavar="DIR",
         help="Average the last --last checkpoints of this directory, ordered by the step "
         "number in their file names.",
+    )
+    source.add_argument(
+        "--run-dir",
+        metavar="RUN",
+        help=f"A training run's directory: average the last --last {CHECKPOINT_PATTERN} of "
+        "RUN/checkpoints, with the model settings of RUN/config.json or RUN/model.keras.",
     )
     parser.add_argument(
         "--last",
@@ -107,8 +115,19 @@ def main(argv=None):
         parser.error("--preset needs --vocabulary-size")
     if args.vocabulary_size is not None and args.preset is None:
         parser.error("--vocabulary-size goes with --preset")
-    if args.last is not None and args.directory is None:
-        parser.error("--last goes with --directory")
+    if args.last is not None and args.directory is None and args.run_dir is None:
+        parser.error("--last goes with --directory or --run-dir")
+    settings = None
+    if args.run_dir is not None:
+        try:
+            run = RunDirectory(args.run_dir)
+            args.directory = run.checkpoints_dir()
+            if args.pattern == parser.get_default("pattern"):
+                args.pattern = CHECKPOINT_PATTERN  # not best.weights.h5
+            if args.config is None and args.preset is None:
+                settings = run.model_settings()
+        except ValueError as error:
+            parser.error(f"--run-dir {error}")
     try:
         preset = get_preset(args.preset) if args.preset else None
         paths = args.checkpoints
@@ -117,7 +136,14 @@ def main(argv=None):
             if last is None:
                 last = preset.averaged_checkpoints if preset else 5
             paths = latest_checkpoints(args.directory, last, args.pattern)
-        model = _model(args, preset, paths[0])
+        try:
+            check_output_is_not_an_input(
+                args.output,
+                [("--checkpoints" if args.checkpoints else "checkpoint", path) for path in paths],
+            )
+        except ValueError as error:
+            parser.error(str(error))
+        model = _model(args, preset, paths[0], settings)
         average_checkpoints(model, paths)
         save_weights_atomic(model, args.output)
     except (OSError, ValueError, TypeError) as error:
@@ -131,19 +157,11 @@ def main(argv=None):
     return 0
 
 
-def _model(args, preset, first_checkpoint):
+def _model(args, preset, first_checkpoint, settings=None):
     if preset is not None:
         model = Seq2SeqTransformer(preset.config(args.vocabulary_size))
-    elif args.config is not None:
-        with open(args.config, encoding="utf-8") as file:
-            try:
-                config = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{args.config} is not valid JSON: {error}") from None
-        if not isinstance(config, dict):
-            raise ValueError(
-                f"{args.config} must hold a JSON object. Received: {type(config).__name__}"
-            )
+    elif args.config is not None or settings is not None:
+        config = settings if settings is not None else read_json_object(args.config)
         if "config" in config:
             model = Seq2SeqTransformer.from_config(config)
         else:

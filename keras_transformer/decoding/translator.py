@@ -48,8 +48,13 @@ class Translator:
             longer sentences are truncated, and `truncated` counts them.
             `None` keeps everything.
         batch_tokens: int. Upper bound on batch size x bucket length.
+        batch_size: int or None. Upper bound on the sentences of one batch
+            (before padding the batch to a power of two); `None`: only
+            `batch_tokens` bounds it.
         add_source_eos: bool. Append EOS to sources, as the input pipeline
             does in training.
+        num_results: int. Hypotheses kept per sentence, best first
+            (`translate_n_best`); `<= beam_size`.
 
     Example:
 
@@ -68,7 +73,9 @@ class Translator:
         max_extra_length=50,
         max_source_length=None,
         batch_tokens=4096,
+        batch_size=None,
         add_source_eos=True,
+        num_results=1,
     ):
         if max_source_length is not None and max_source_length < 1:
             raise ValueError(
@@ -76,10 +83,14 @@ class Translator:
             )
         if batch_tokens < 1:
             raise ValueError(f"`batch_tokens` must be >= 1. Received: {batch_tokens}")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"`batch_size` must be >= 1 or None. Received: {batch_size}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_source_length = max_source_length
         self.batch_tokens = batch_tokens
+        self.batch_size = batch_size
+        self.num_results = num_results
         self.add_source_eos = add_source_eos
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
@@ -91,6 +102,7 @@ class Translator:
             beam_size=beam_size,
             alpha=alpha,
             max_extra_length=max_extra_length,
+            num_results=num_results,
         )
 
     def _tokenize(self, sentences):
@@ -110,6 +122,8 @@ class Translator:
             length = max(8, 2 ** math.ceil(math.log2(len(token_lists[order[start]]))))
             rows = [i for i in order[start:] if len(token_lists[i]) <= length]
             capacity = max(1, self.batch_tokens // length)
+            if self.batch_size is not None:
+                capacity = min(capacity, self.batch_size)
             rows = rows[:capacity]
             batch_size = 2 ** math.ceil(math.log2(len(rows)))  # bounded set of shapes
             ids = np.full((batch_size, length), self.pad_id, "int32")
@@ -130,11 +144,36 @@ class Translator:
         Returns:
             A list of str in input order, or `(translations, scores)`.
         """
+        n_best = self.translate_n_best(sentences, verbose=verbose)
+        translations = [hypotheses[0][0] for hypotheses in n_best]
+        if return_scores:
+            return translations, [hypotheses[0][1] for hypotheses in n_best]
+        return translations
+
+    def translate_n_best(self, sentences, verbose="auto"):
+        """Translates `sentences`, keeping the `num_results` best hypotheses of each.
+
+        Args:
+            sentences: list of str.
+            verbose: `"auto"` (a progress bar from 100 sentences on), 0 or 1.
+
+        Returns:
+            A list (input order) of lists of `num_results` `(translation,
+            score)` pairs, best first; scores are length-penalized
+            log-probabilities. A blank sentence gives `("", 0.0)` first; a
+            slot with no hypothesis (fewer distinct ones exist) is
+            `("", -inf)`.
+
+        Example:
+
+        >>> Translator(model, tokenizer, num_results=2).translate_n_best(["A dog runs."])
+        [[('Ein Hund rennt.', -0.41), ('Ein Hund läuft.', -0.73)]]
+        """
         if isinstance(sentences, str):
             raise TypeError("`translate` takes a list of str. Received a single str.")
         sentences = list(sentences)
-        translations = [""] * len(sentences)
-        scores = [0.0] * len(sentences)
+        empty = [("", -math.inf)] * (self.num_results - 1)
+        n_best = [[("", 0.0), *empty] for _ in sentences]
         to_decode = [i for i, s in enumerate(sentences) if s.strip()]
         token_lists = self._tokenize([sentences[i] for i in to_decode])
         if verbose == "auto":
@@ -142,13 +181,21 @@ class Translator:
         progress = keras.utils.Progbar(len(to_decode), unit_name="sentence") if verbose else None
         for rows, ids in self._batches(token_lists):
             tokens, batch_scores = self._search(ids)
-            tokens = keras.ops.convert_to_numpy(tokens)[: len(rows), 0]
-            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(rows), 0]
-            outputs = [[int(t) for t in row if t != self.pad_id] for row in tokens]
+            # (rows, num_results, output_length) and (rows, num_results)
+            tokens = keras.ops.convert_to_numpy(tokens)[: len(rows)]
+            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(rows)]
+            outputs = [
+                [int(t) for t in hypothesis if t != self.pad_id]
+                for row in tokens
+                for hypothesis in row
+            ]
             texts = _to_strings(self.tokenizer.detokenize(outputs)) if outputs else []
             for row, index in enumerate(rows):
-                translations[to_decode[index]] = texts[row]
-                scores[to_decode[index]] = float(batch_scores[row])
+                first = row * self.num_results
+                n_best[to_decode[index]] = [
+                    (texts[first + rank], float(batch_scores[row, rank]))
+                    for rank in range(self.num_results)
+                ]
             if progress is not None:
                 progress.add(len(rows))
-        return (translations, scores) if return_scores else translations
+        return n_best

@@ -13,6 +13,8 @@ import sys
 
 from keras_transformer.evaluation.files import DEFAULT_METRICS, METRICS, score_files
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.run_directory import RunDirectory
+from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 DESCRIPTION = """\
 Score detokenized translations against one or more references.
@@ -39,13 +41,17 @@ def build_parser():
     )
     parser.add_argument(
         "--hypotheses",
-        required=True,
         metavar="FILE",
         help="Detokenized system output, UTF-8, one segment per line.",
     )
     parser.add_argument(
+        "--run-dir",
+        metavar="RUN",
+        help="A training run's directory: --hypotheses defaults to its NAME.hyp test "
+        "translations and --references to NAME in the run's data folder.",
+    )
+    parser.add_argument(
         "--references",
-        required=True,
         nargs="+",
         metavar="FILE",
         help="One or more detokenized reference files (several = multi-reference BLEU), "
@@ -69,8 +75,11 @@ def build_parser():
     )
     parser.add_argument(
         "--json",
-        action="store_true",
-        help="Print the scores as one JSON object instead of one line per metric.",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="Write the scores as one JSON object instead of one line per metric: to "
+        "standard output, or to FILE (written atomically; never one of the inputs).",
     )
     return parser
 
@@ -86,6 +95,23 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.run_dir is not None:
+        try:
+            run = RunDirectory(args.run_dir)
+            args.hypotheses = args.hypotheses or run.hypotheses_file()
+            args.references = args.references or [run.reference_file(args.hypotheses)]
+        except ValueError as error:
+            parser.error(f"--run-dir {error}")
+    for flag in ("hypotheses", "references"):
+        if getattr(args, flag) is None:
+            parser.error(f"the following arguments are required: --{flag} (or --run-dir)")
+    if args.json not in (None, "-"):
+        inputs = [("--hypotheses", args.hypotheses)]
+        inputs += [("--references", path) for path in args.references]
+        try:
+            check_output_is_not_an_input(args.json, inputs, output_flag="--json")
+        except ValueError as error:
+            parser.error(str(error))
     try:
         scores = score_files(
             args.hypotheses, args.references, metrics=args.metric, language=args.language
@@ -94,8 +120,13 @@ def main(argv=None):
         # A file problem is the user's to fix: one line, no traceback.
         message = str(error) if not isinstance(error, OSError) else _os_error_message(error)
         parser.exit(1, f"{parser.prog}: error: {message}\n")
-    if args.json:
+    if args.json == "-":
         print(json.dumps(dataclasses.asdict(scores), indent=1))
+    elif args.json is not None:
+        from keras_transformer.text.text_files import write_bytes_atomic
+
+        text = json.dumps(dataclasses.asdict(scores), indent=1) + "\n"
+        write_bytes_atomic(args.json, text.encode("utf-8"))
     else:
         print(scores.format())
     return 0

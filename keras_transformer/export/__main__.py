@@ -9,7 +9,6 @@ Example:
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -28,6 +27,9 @@ from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.json_file import read_json_object
+from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
+from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 DESCRIPTION = """\
 Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
@@ -60,8 +62,13 @@ def build_parser():
     source.add_argument(
         "--model",
         metavar="FILE",
-        help="A .keras file from save_translation_model (model and tokenizer), or a "
-        "Seq2SeqTransformer .keras file with --tokenizer.",
+        help="A .keras file from save_translation_model (model and tokenizer), a run "
+        "directory (its model.keras), or a Seq2SeqTransformer .keras file with --tokenizer.",
+    )
+    source.add_argument(
+        "--run-dir",
+        metavar="RUN",
+        help="A training run's directory: export its model.keras.",
     )
     source.add_argument(
         "--weights",
@@ -138,6 +145,7 @@ def main(argv=None):
         parser.error("--weights needs --tokenizer and --config or --preset")
     if args.model is not None and (args.config or args.preset):
         parser.error("--config and --preset go with --weights")
+    _resolve_model(parser, args)
     for name in ("model", "weights", "tokenizer", "config"):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
@@ -170,9 +178,16 @@ def main(argv=None):
         if isinstance(error, OSError) and error.filename is not None:
             message = f"{error.strerror}: {error.filename}"
         parser.exit(1, f"{parser.prog}: error: {message}\n")
-    print(f"Exported a SavedModel to {path}")
-    print("  serving_default: sentences string [batch] -> translations, scores, truncated")
-    print("  translate_ids:   token_ids int32 [batch, length] -> token_ids, scores, truncated")
+    # Messages, not data: stdout stays empty.
+    print(f"Exported a SavedModel to {path}", file=sys.stderr)
+    print(
+        "  serving_default: sentences string [batch] -> translations, scores, truncated",
+        file=sys.stderr,
+    )
+    print(
+        "  translate_ids:   token_ids int32 [batch, length] -> token_ids, scores, truncated",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -194,6 +209,29 @@ def _export_ctranslate2(parser, args):
     return 0
 
 
+def _resolve_model(parser, args):
+    """Points `args.model` at a .keras file (from --run-dir or a --model directory); refuses
+    an --output that would replace the model (exit 2)."""
+    try:
+        if args.run_dir is not None:
+            args.model = RunDirectory(args.run_dir).model_file()
+        elif args.model is not None:
+            args.model = resolve_model_file(args.model, "export")
+    except ValueError as error:
+        parser.error(f"--{'run-dir' if args.run_dir is not None else 'model'} {error}")
+    inputs = [("--model", args.model), ("--weights", args.weights)]
+    try:
+        check_output_is_not_an_input(args.output, inputs)
+        for flag, path in inputs:
+            inside = path is not None and os.path.realpath(path).startswith(
+                os.path.join(os.path.realpath(args.output), "")
+            )
+            if inside:
+                raise ValueError(f"--output {args.output} holds {flag} {path}; export elsewhere")
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def _load(args):
     """(model, tokenizer) from the command's arguments."""
     tokenizer = SubwordTokenizer(proto=args.tokenizer) if args.tokenizer else None
@@ -209,13 +247,7 @@ def _load(args):
     if args.preset is not None:
         model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
     else:
-        with open(args.config, encoding="utf-8") as file:
-            try:
-                config = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{args.config} is not valid JSON: {error}") from None
-        if not isinstance(config, dict):
-            raise ValueError(f"{args.config} must hold a JSON object.")
+        config = read_json_object(args.config)
         if "config" in config:
             model = Seq2SeqTransformer.from_config(config)
         else:

@@ -52,6 +52,22 @@ def default_max_source_length(config, max_extra_length):
     return config.max_position
 
 
+def check_max_source_length(config, max_extra_length, max_source_length):
+    """Raises `ValueError` if learned positions cannot reach `max_source_length` sources.
+
+    With learned positions, sources of `max_source_length` ids and outputs
+    `max_extra_length` longer must fit in `config.max_position`; sinusoidal
+    positions have no limit.
+    """
+    limit = default_max_source_length(config, max_extra_length)
+    if config.position_embedding == "learned" and max_source_length > limit:
+        raise ValueError(
+            f"With learned positions (max_position={config.max_position}) and "
+            f"max_extra_length={max_extra_length}, `max_source_length` must be <= {limit}. "
+            f"Received: {max_source_length}"
+        )
+
+
 def _check_arguments(model, tokenizer, beam_size, alpha, max_extra_length, max_source_length):
     for name, value, low in (
         ("beam_size", beam_size, 1),
@@ -62,13 +78,7 @@ def _check_arguments(model, tokenizer, beam_size, alpha, max_extra_length, max_s
             raise ValueError(f"`{name}` must be an int >= {low}. Received: {name}={value!r}")
     if not alpha >= 0:
         raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha!r}")
-    limit = default_max_source_length(model.config, max_extra_length)
-    if model.config.position_embedding == "learned" and max_source_length > limit:
-        raise ValueError(
-            f"With learned positions (max_position={model.config.max_position}) and "
-            f"max_extra_length={max_extra_length}, `max_source_length` must be <= {limit}. "
-            f"Received: {max_source_length}"
-        )
+    check_max_source_length(model.config, max_extra_length, max_source_length)
     if getattr(tokenizer, "proto", None) is None:
         raise ValueError("`tokenizer` has no SentencePiece model (its `proto` is None).")
 

@@ -10,10 +10,10 @@ import os
 import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.run_directory import DATA_DIR, MODEL_FILE
+from keras_transformer.utils.run_directory import TRAIN_LOG_FILE as TRAIN_LOG
 
 PROG = "python -m keras_transformer.figures"
-TRAIN_LOG = "train_log.csv"
-MODEL_FILE = "model.keras"
 ATTENTION_FIGURES = (
     ("encoder_self_attention", "attention_encoder_self.png"),
     ("decoder_self_attention", "attention_decoder_self.png"),
@@ -78,7 +78,7 @@ def build_parser():
 
 
 def _default_source(args):
-    data_dir = args.data_dir or os.path.join(args.run_dir, "data")
+    data_dir = args.data_dir or os.path.join(args.run_dir, DATA_DIR)
     split = args.test_split
     prefix = split if os.sep in split or "/" in split else os.path.join(data_dir, split)
     path = f"{prefix}.{args.source_language}"

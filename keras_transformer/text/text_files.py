@@ -25,7 +25,8 @@ def _check_errors(errors):
         raise ValueError(f"`errors` must be one of {ENCODING_ERRORS}. Received: errors={errors!r}")
 
 
-def _open_binary(path):
+def open_binary(path):
+    """Opens a file for reading bytes, decompressing it if its content is gzip."""
     with open(path, "rb") as file:
         magic = file.read(2)
     # Sniff the magic bytes rather than trusting a ".gz" suffix.
@@ -64,7 +65,7 @@ def read_lines(path, errors="strict", description="file"):
     lines = []
     replaced = []
     try:
-        with _open_binary(path) as file:
+        with open_binary(path) as file:
             for number, raw in enumerate(file, start=1):
                 raw = raw.removesuffix(b"\n").removesuffix(b"\r")
                 try:

@@ -1,0 +1,52 @@
+"""Refusing an output path that is one of a command's inputs."""
+
+import os
+
+
+def same_file(first, second):
+    """Whether two paths name the same file: after symlinks, or as hard links.
+
+    Args:
+        first: str or path-like.
+        second: str or path-like.
+
+    Returns:
+        bool. A path that does not exist yet is the same as another only if
+        both resolve to the same absolute path.
+
+    Example:
+
+    >>> same_file("run/model.keras", "run/../run/model.keras")
+    True
+    """
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def check_output_is_not_an_input(output, inputs, output_flag="--output"):
+    """Raises `ValueError` if `output` is any of `inputs`, so writing it would destroy one.
+
+    Args:
+        output: str or path-like, the path a command will write.
+        inputs: iterable of `(flag, path)`: what the command reads and the
+            flag that named it, for the message. `None` paths are skipped.
+        output_flag: str. The flag that named `output`.
+
+    Raises:
+        ValueError: one line naming both flags and the path.
+
+    Example:
+
+    >>> check_output_is_not_an_input("x.txt", [("--input", "x.txt")])
+    ValueError: --output x.txt is the same file as --input x.txt: it would be overwritten ...
+    """
+    for flag, path in inputs:
+        if path is not None and path != "-" and same_file(output, path):
+            raise ValueError(
+                f"{output_flag} {os.fspath(output)} is the same file as {flag} "
+                f"{os.fspath(path)}: it would be overwritten while it is read; write elsewhere"
+            )
