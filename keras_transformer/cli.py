@@ -9,6 +9,7 @@ sentences from a file or stdin and writes translations to a file or stdout;
 keras_transformer.{evaluation,checkpoints,export,figures}` commands.
 """
 
+import os
 import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
@@ -52,6 +53,13 @@ def _translate(argv):
         "--max-extra-length", type=int, default=50, help="Output tokens beyond the input's."
     )
     arguments = parser.parse_args(argv)
+    if arguments.beam_size < 1:
+        parser.error(f"--beam-size must be >= 1. Received: {arguments.beam_size}")
+    if not arguments.alpha >= 0:
+        parser.error(f"--alpha must be >= 0. Received: {arguments.alpha}")
+    for flag, path in (("--model", arguments.model), ("--input", arguments.input)):
+        if path != "-" and not os.path.isfile(path):
+            parser.fail(f"{flag} file not found: {path}")
     try:
         from keras_transformer.decoding import Translator
         from keras_transformer.export import load_translation_model
@@ -72,9 +80,7 @@ def _translate(argv):
         )
         translations = translator.translate(sentences)
     except (ValueError, OSError) as error:
-        message = " ".join(str(error).split())
-        print(f"{PROG} translate: error: {message}", file=sys.stderr)
-        return 1
+        parser.fail(error)
     translations, joined = join_line_breaks(translations)
     if joined:
         # One line per input keeps the output aligned with the input file.
@@ -116,9 +122,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("command", choices=COMMANDS, help="What to do; COMMAND --help for more.")
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        parser.error(f"a command is needed: one of {', '.join(COMMANDS)}")
+    if argv[0] in ("-h", "--help"):
         parser.print_help()
-        return 0 if argv else 2
+        return 0
     arguments = parser.parse_args(argv[:1])
     return HANDLERS[arguments.command](argv[1:]) or 0
 

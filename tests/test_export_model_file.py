@@ -96,7 +96,7 @@ def test_command_reports_bad_invocations_in_one_line(tmp_path, capsys):
     for argv, status, message in [
         (["--output", "out"], 2, "one of the arguments --model --weights is required"),
         (["--weights", "w.weights.h5", "--output", "out"], 2, "--weights needs --tokenizer"),
-        (["--model", str(tmp_path / "missing.keras"), "--output", "out"], 1, "not found"),
+        (["--model", str(tmp_path / "missing.keras"), "--output", "out"], 2, "not found"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             command.main(argv)

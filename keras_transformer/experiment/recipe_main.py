@@ -11,7 +11,7 @@ import sys
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.run_config_file import read_run_config
 from keras_transformer.utils.command_line import OneLineErrorParser, one_line
-from keras_transformer.utils.config_arguments import add_config_arguments, config_changes
+from keras_transformer.utils.config_arguments import add_config_arguments, config_changes, flag_of
 
 # Errors a user can cause (paths, languages, a checkpoint of another model): one line each.
 USER_ERRORS = (ValueError, OSError, KeyError)
@@ -76,8 +76,7 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
     except ValueError as error:
         message = one_line(error)
         for name, field in added.items():  # name the flag beside the field
-            flag = field.metadata.get("flag", "--" + name.replace("_", "-"))
-            message = message.replace(f"`{name}`", f"`{name}` ({flag})", 1)
+            message = message.replace(f"`{name}`", f"`{name}` ({flag_of(field)})", 1)
         parser.error(message)
     arguments.command_line = shlex.join([parser.prog, *argv])
     return parser, arguments, config

@@ -7,7 +7,6 @@ Example:
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -63,8 +62,8 @@ def build_parser():
     config.add_argument(
         "--config",
         metavar="JSON",
-        help="With --weights: JSON file of TransformerConfig fields (or of "
-        "Seq2SeqTransformer.get_config()).",
+        help="With --weights: a run's config.json, or a JSON file of TransformerConfig fields "
+        "(or of Seq2SeqTransformer.get_config()).",
     )
     config.add_argument(
         "--preset",
@@ -106,7 +105,7 @@ def main(argv=None):
         argv: list of str arguments; None reads `sys.argv`.
 
     Returns:
-        int, the exit status (0 on success; bad invocations exit with 1 or 2).
+        int, the exit status (0 on success; a user error exits with 2 and one line).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -115,10 +114,18 @@ def main(argv=None):
         parser.error("--weights needs --tokenizer and --config or --preset")
     if args.model is not None and (args.config or args.preset):
         parser.error("--config and --preset go with --weights")
+    if args.beam_size < 1:
+        parser.error(f"--beam-size must be >= 1. Received: {args.beam_size}")
+    if not args.alpha >= 0:
+        parser.error(f"--alpha must be >= 0. Received: {args.alpha}")
+    if args.max_source_length is not None and args.max_source_length < 1:
+        parser.error(f"--max-source-length must be >= 1. Received: {args.max_source_length}")
+    if os.path.exists(args.output) and not args.overwrite:
+        parser.fail(f"--output {args.output} exists; pass --overwrite to replace it")
     for name in ("model", "weights", "tokenizer", "config"):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
-            parser.exit(1, f"{parser.prog}: error: --{name} file not found: {value}\n")
+            parser.fail(f"--{name} file not found: {value}")
     if keras.backend.backend() != "tensorflow":
         print(
             f"KERAS_BACKEND is {keras.backend.backend()}: exporting with "
@@ -139,10 +146,7 @@ def main(argv=None):
             overwrite=args.overwrite,
         )
     except (OSError, ValueError, TypeError) as error:
-        message = str(error)
-        if isinstance(error, OSError) and error.filename is not None:
-            message = f"{error.strerror}: {error.filename}"
-        parser.exit(1, f"{parser.prog}: error: {message}\n")
+        parser.fail(error)
     print(f"Exported a SavedModel to {path}")
     print("  serving_default: sentences string [batch] -> translations, scores, truncated")
     print("  translate_ids:   token_ids int32 [batch, length] -> token_ids, scores, truncated")
@@ -164,17 +168,7 @@ def _load(args):
     if args.preset is not None:
         model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
     else:
-        with open(args.config, encoding="utf-8") as file:
-            try:
-                config = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{args.config} is not valid JSON: {error}") from None
-        if not isinstance(config, dict):
-            raise ValueError(f"{args.config} must hold a JSON object.")
-        if "config" in config:
-            model = Seq2SeqTransformer.from_config(config)
-        else:
-            model = Seq2SeqTransformer(TransformerConfig.from_dict(config))
+        model = Seq2SeqTransformer(TransformerConfig.from_json_file(args.config))
     model.build()
     model.load_weights(args.weights)
     return model, tokenizer

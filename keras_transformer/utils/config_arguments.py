@@ -20,6 +20,11 @@ TRUE_WORDS = ("true", "yes", "1")
 FALSE_WORDS = ("false", "no", "0")
 
 
+def flag_of(field):
+    """The command-line flag of a dataclass field: its `flag` metadata or `--field-name`."""
+    return field.metadata.get("flag", "--" + field.name.replace("_", "-"))
+
+
 def parse_value(text, kind, optional=False):
     """`text` as a value of a field of type `kind`; ValueError names what was expected.
 
@@ -128,7 +133,7 @@ def add_config_arguments(parser, defaults, skip=()):
     hints = typing.get_type_hints(cls)
     added = {}
     for field in dataclasses.fields(cls):
-        flag = field.metadata.get("flag", "--" + field.name.replace("_", "-"))
+        flag = flag_of(field)
         if field.name in skip or flag is None or "help" not in field.metadata:
             continue
         kind, optional = kinds[field.name]
