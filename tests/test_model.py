@@ -216,7 +216,7 @@ def test_bad_inputs_name_the_key_and_what_was_received(tiny_config):
     with pytest.raises(TypeError, match="dict"):
         model(inputs["encoder_token_ids"])
     with pytest.raises(
-        ValueError, match="TransformerConfig has no field .layers. \\(did you mean num_layers\\?\\)"
+        ValueError, match=r"TransformerConfig has no field 'layers' \(did you mean num_layers\?\)"
     ):
         Seq2SeqTransformer({"vocabulary_size": 10, "layers": 2})
 
