@@ -5,6 +5,7 @@ import json
 import os
 import platform
 
+from keras_transformer.models.presets import get_preset
 from keras_transformer.text.text_files import atomic_output
 
 # At the top level of the run directory (`--output-dir`).
@@ -13,8 +14,8 @@ FORMAT_VERSION = 1
 # ExperimentConfig fields a resumed run may change: none of them shapes the trained state
 # (schedule, data order, model), only when training stops, what is saved and logged, and
 # what is done with the model afterwards. Every other field must keep its first value;
-# the model is compared as the resolved TransformerConfig (so `preset` + `model_overrides`
-# that give the same model are the same).
+# the model is compared as the resolved TransformerConfig and the preset's training values
+# as resolved (so a `preset` + `model_overrides` that give the same run are the same).
 MAY_CHANGE_ON_RESUME = (
     "output_dir",
     "valid_split",
@@ -34,6 +35,7 @@ MAY_CHANGE_ON_RESUME = (
     "log_every_steps",
     "verbose",
     "model_overrides",
+    "preset",
 )
 _PACKAGES = ("keras", "tensorflow", "jax", "keras-transformer")
 
@@ -49,6 +51,14 @@ def library_versions():
     return versions
 
 
+def _resolved_training(config):
+    """The preset's training values the run uses where `config` leaves them None."""
+    preset = get_preset(config.preset)
+    if config.label_smoothing is None:
+        return {"label_smoothing": preset.label_smoothing}
+    return {"label_smoothing": config.label_smoothing}
+
+
 def run_settings(config, pipeline, command_line=None):
     """The content of `config.json` for `config` (an ExperimentConfig).
 
@@ -61,7 +71,8 @@ def run_settings(config, pipeline, command_line=None):
         dict with `experiment` (every ExperimentConfig field), `model` (the
         resolved TransformerConfig: the preset with the overrides applied,
         which `keras-transformer average/export --config` read), `pipeline`,
-        `versions` and `command_lines` (this one last).
+        `training` (the label smoothing used), `versions` and `command_lines`
+        (this one last).
     """
     return json.loads(
         json.dumps(
@@ -69,6 +80,7 @@ def run_settings(config, pipeline, command_line=None):
                 "format": FORMAT_VERSION,
                 "experiment": config.to_dict(),
                 "model": config.model_config().to_dict(),
+                "training": _resolved_training(config),
                 "pipeline": pipeline.to_dict(),
                 "versions": library_versions(),
                 "command_lines": [command_line] if command_line else [],
@@ -99,10 +111,11 @@ def _differences(recorded, settings):
             before, after = os.path.abspath(before), os.path.abspath(after)
         if before != after:
             changed[name] = (old[name], new[name])
-    old, new = recorded.get("model", {}), settings["model"]
-    for name in sorted(set(old) & set(new)):
-        if old[name] != new[name] and name not in changed:
-            changed[name] = (old[name], new[name])
+    for section in ("model", "training"):
+        old, new = recorded.get(section, {}), settings[section]
+        for name in sorted(set(old) & set(new)):
+            if old[name] != new[name] and name not in changed:
+                changed[name] = (old[name], new[name])
     return changed
 
 
