@@ -209,7 +209,7 @@ def check_inputs(config):
     splits = [("test", config.test_split)]
     if config.tfds_name is None:
         splits.append(("training", config.train_split))
-    if config.select_on_valid or config.evaluate_valid:
+    if config.valid_split and (config.select_on_valid or config.evaluate_valid):
         splits.append(("valid", config.valid_split))
     for name, split in splits:
         _check_files(split_paths(config, split, config.data_dir), name)
