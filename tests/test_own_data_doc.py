@@ -79,7 +79,7 @@ def test_the_page_commands_run_and_leave_the_documented_run_directory(tmp_path):
     }
     script = "set -euo pipefail\n" + SHIM + "\n".join(blocks)
     result = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800
     )
     assert result.returncode == 0, result.stderr[-4000:]
 
