@@ -62,9 +62,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("command", choices=COMMANDS, help="What to do; COMMAND --help for more.")
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        parser.error(f"a command is needed: one of {', '.join(COMMANDS)}")
+    if argv[0] in ("-h", "--help"):
         parser.print_help()
-        return 0 if argv else 2
+        return 0
     arguments = parser.parse_args(argv[:1])
     return HANDLERS[arguments.command](argv[1:]) or 0
 

@@ -262,7 +262,7 @@ def test_command_averages_a_directory(tmp_path, capsys):
 
     with pytest.raises(SystemExit) as exit_info:
         main([*argv[:4], "--output", str(output)])  # no model config
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     assert capsys.readouterr().err.count("\n") == 1
     with pytest.raises(SystemExit) as exit_info:
         main(["--preset", "base", "--directory", str(tmp_path), "--output", str(output)])

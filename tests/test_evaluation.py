@@ -289,7 +289,7 @@ def test_module_runs_as_a_command(files, capsys, monkeypatch):
     code, output = run(*argv, files["references"], "--metric", "bleu")
     assert code == 0 and output.out.startswith("BLEU = ")
     code, output = run(*argv, "missing.de")
-    assert code == 1
+    assert code == 2
     assert output.err == (
         "python -m keras_transformer.evaluation: error: The file does not exist: 'missing.de'\n"
     )

@@ -225,7 +225,7 @@ def test_command_reports_bad_input_in_one_line(run_dir, tmp_path, capsys):
     for argv, message in cases:
         with pytest.raises(SystemExit) as exit_info:
             command.main(argv + ["--output-dir", str(tmp_path / "out")])
-        assert exit_info.value.code == 1
+        assert exit_info.value.code == 2
         error = capsys.readouterr().err
         assert message in error and len(error.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
@@ -237,7 +237,7 @@ def test_command_reports_bad_input_in_one_line(run_dir, tmp_path, capsys):
         text=True,
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert (
         result.stderr.strip()

@@ -215,7 +215,9 @@ def test_bad_inputs_name_the_key_and_what_was_received(tiny_config):
         model({**inputs, "decoder_token_ids": inputs["decoder_token_ids"].astype("float32")})
     with pytest.raises(TypeError, match="dict"):
         model(inputs["encoder_token_ids"])
-    with pytest.raises(ValueError, match="Unknown TransformerConfig fields"):
+    with pytest.raises(
+        ValueError, match=r"TransformerConfig has no field 'layers' \(did you mean num_layers\?\)"
+    ):
         Seq2SeqTransformer({"vocabulary_size": 10, "layers": 2})
 
 

@@ -121,8 +121,9 @@ def test_missing_data_dir_is_one_line(tmp_path):
     one_error_line(result, "--data-dir")
     result = run_recipe("wmt14_base", "--data-dir", str(tmp_path / "absent"),
                         "--output-dir", str(tmp_path / "out"))  # fmt: skip
-    assert result.returncode == 1
-    one_error_line(result, "train.en", "does not exist")
+    assert result.returncode == 2
+    one_error_line(result, "--data-dir", "absent", "is not a directory")
+    assert not (tmp_path / "out").exists()
 
 
 @tensorflow_only
@@ -139,7 +140,7 @@ def test_selection_without_valid_files_fails_before_training(tmp_path, wmt_files
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--select-on-valid", "--valid-split", "missing", *SMALL_MODEL,
     )  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2
     one_error_line(result, "valid split", os.path.join(str(wmt_files), "missing.en"))
     assert not (output / "checkpoints").exists()  # nothing trained
 
@@ -150,19 +151,22 @@ def test_unwritable_output_dir_is_one_line(tmp_path, wmt_files):
     blocker.write_text("not a directory")
     result = run_recipe("wmt14_base", "--data-dir", str(wmt_files),
                         "--output-dir", str(blocker / "run"))  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2
     one_error_line(result, str(blocker / "run"))
 
 
-def test_checkpoint_of_another_architecture_is_one_line(wmt_run, wmt_files):
+def test_resume_with_another_architecture_is_one_line(wmt_run, wmt_files):
     output, _ = wmt_run
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "30", "--vocabulary-size", "300", *SMALL_MODEL,
         "--model-override", "intermediate_dim=96",
     )  # fmt: skip
-    assert result.returncode == 1
-    one_error_line(result, "ckpt-00000020.weights.h5", "does not fit")
+    assert result.returncode == 2
+    # config.json names every setting the command changes (here also the batching).
+    started, asked = result.stderr.split("the run was started with ")[1].split("; this command")
+    assert "intermediate_dim=64" in started and "intermediate_dim=96" in asked
+    one_error_line(result, "resuming must keep the model and data settings; use a new --output-dir")
 
 
 @tensorflow_only
@@ -177,8 +181,8 @@ def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_
         "--max-steps", "30", "--vocabulary-size", "300", "--token-budget", "256", *SMALL_MODEL,
         "--valid-split", "valid", "--pipeline-override", "bucket_growth=1.3",
     )  # fmt: skip
-    assert result.returncode == 1
-    one_error_line(result, "token_budget was 512, now 256", "data_order.json")
+    assert result.returncode == 2
+    one_error_line(result, "started with token_budget=512; this command asks for token_budget=256")
     assert sorted(os.listdir(output / "checkpoints")) == before
 
 
@@ -246,14 +250,14 @@ def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
 @tensorflow_only
 @pytest.mark.parametrize(
     ("override", "expected"),
-    [("token_budget=100", "pipeline_overrides` may set max_length"),
+    [("token_budget=100", "token_budget is set by the run itself; this flag sets max_length"),
      ("bucket_growth=1.0", "bucket_growth=1.0")],
 )  # fmt: skip
 def test_bad_pipeline_override_is_one_line_before_any_work(tmp_path, wmt_files, override, expected):
     output = tmp_path / "run"
     result = run_recipe("wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
                         "--pipeline-override", override)  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2
     one_error_line(result, expected)
     assert not (output / "vocabulary.model").exists()
 
@@ -266,6 +270,6 @@ def test_second_run_on_a_busy_output_dir_is_one_line_and_writes_nothing(tmp_path
         result = run_recipe("wmt14_base", "--data-dir", str(wmt_files),
                             "--output-dir", str(output), "--max-steps", "2",
                             "--vocabulary-size", "300", *SMALL_MODEL)  # fmt: skip
-    assert result.returncode == 1
+    assert result.returncode == 2
     one_error_line(result, "Another run", str(output), f"process {os.getpid()}")
     assert os.listdir(output) == [OutputDirLock.NAME]

@@ -7,6 +7,7 @@ Example:
 """
 
 import argparse
+import os
 import sys
 
 import keras
@@ -17,15 +18,16 @@ from keras_transformer.models.presets import get_preset
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.utils.command_line import OneLineErrorParser
-from keras_transformer.utils.json_file import read_json_object
-from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, RunDirectory
+from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, CONFIG_FILE, RunDirectory
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 DESCRIPTION = """\
 Average checkpoints into one model (paper 6.1: the last 5 for base, the last 20 for big).
 
-The model is built from --config or --preset/--vocabulary-size; without either, the first
-checkpoint must be a .keras file, which holds its config. Checkpoint files are only read;
+The model is built from --config (a run's config.json, or a JSON file of TransformerConfig
+fields) or --preset/--vocabulary-size; without either, from the config.json of the run whose
+checkpoints/ folder holds the checkpoints, or from the first checkpoint if it is a .keras
+file, which holds its config. Checkpoint files are only read;
 the output is written to a temporary file first and then renamed, so it is never partial.
 """
 
@@ -77,7 +79,8 @@ def build_parser():
     model.add_argument(
         "--config",
         metavar="JSON",
-        help="JSON file of TransformerConfig fields (or of Seq2SeqTransformer.get_config()).",
+        help="A run's config.json, or a JSON file of TransformerConfig fields (or of "
+        "Seq2SeqTransformer.get_config()).",
     )
     model.add_argument(
         "--preset",
@@ -107,7 +110,7 @@ def main(argv=None):
         argv: list of str arguments; None reads `sys.argv`.
 
     Returns:
-        int, the exit status (0 on success; bad invocations exit with 1 or 2).
+        int, the exit status (0 on success; a user error exits with 2 and one line).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -117,6 +120,23 @@ def main(argv=None):
         parser.error("--vocabulary-size goes with --preset")
     if args.last is not None and args.directory is None and args.run_dir is None:
         parser.error("--last goes with --directory or --run-dir")
+    if args.last is not None and args.last < 1:
+        parser.error(f"--last must be >= 1 (1 copies the last checkpoint). Received: {args.last}")
+    if args.vocabulary_size is not None and args.vocabulary_size < 1:
+        parser.error(f"--vocabulary-size must be >= 1. Received: {args.vocabulary_size}")
+    if not args.output.endswith((".weights.h5", ".keras")):
+        parser.error(f"--output must end in .weights.h5 or .keras. Received: {args.output}")
+    for flag, path in [
+        ("--config", args.config),
+        *(("--checkpoints", p) for p in args.checkpoints or ()),
+    ]:
+        if path is not None and not os.path.isfile(path):
+            parser.fail(f"{flag} file not found: {path}")
+    if args.directory is not None and not os.path.isdir(args.directory):
+        parser.fail(f"--directory not found: {args.directory}")
+    output_folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(output_folder):
+        parser.fail(f"--output's folder does not exist: {output_folder}")
     settings = None
     if args.run_dir is not None:
         try:
@@ -147,31 +167,39 @@ def main(argv=None):
         average_checkpoints(model, paths)
         save_weights_atomic(model, args.output)
     except (OSError, ValueError, TypeError) as error:
-        message = str(error)
-        if isinstance(error, OSError) and error.filename is not None:
-            message = f"{error.strerror}: {error.filename}"
-        parser.exit(1, f"{parser.prog}: error: {message}\n")
-    print(f"Averaged {len(paths)} checkpoints into {args.output}:")
+        parser.fail(error)
+    print(f"Averaged {len(paths)} checkpoints into {args.output}:", file=sys.stderr)
     for path in paths:
-        print(f"  {path}")
+        print(f"  {path}", file=sys.stderr)
     return 0
 
 
+def _run_config(first_checkpoint):
+    """The config.json of the run whose checkpoints/ folder holds `first_checkpoint`, or None."""
+    folder = os.path.dirname(os.path.abspath(first_checkpoint))
+    path = os.path.join(os.path.dirname(folder), CONFIG_FILE)
+    return path if os.path.isfile(path) else None
+
+
 def _model(args, preset, first_checkpoint, settings=None):
+    config_path = args.config
+    run_default = preset is None and config_path is None and settings is None
+    if run_default and not first_checkpoint.endswith(".keras"):
+        config_path = _run_config(first_checkpoint)
     if preset is not None:
         model = Seq2SeqTransformer(preset.config(args.vocabulary_size))
-    elif args.config is not None or settings is not None:
-        config = settings if settings is not None else read_json_object(args.config)
-        if "config" in config:
-            model = Seq2SeqTransformer.from_config(config)
-        else:
-            model = Seq2SeqTransformer(TransformerConfig.from_dict(config))
+    elif settings is not None and "config" in settings:
+        model = Seq2SeqTransformer.from_config(settings)
+    elif settings is not None:
+        model = Seq2SeqTransformer(TransformerConfig.from_dict(settings))
+    elif config_path is not None:
+        model = Seq2SeqTransformer(TransformerConfig.from_json_file(config_path))
     elif first_checkpoint.endswith(".keras"):
         model = keras.saving.load_model(first_checkpoint, compile=False)
     else:
         raise ValueError(
-            f"The first checkpoint {first_checkpoint} holds no config: give --config or "
-            "--preset with --vocabulary-size."
+            f"The first checkpoint {first_checkpoint} holds no config and its run directory "
+            f"has no {CONFIG_FILE}: give --config or --preset with --vocabulary-size."
         )
     if not model.built:
         model.build()

@@ -58,6 +58,7 @@ class PipelineConfig(DataclassConfig):
     eos_id: int = 3
 
     def __post_init__(self):
+        self.check_types()
         for name in (
             "token_budget",
             "max_length",

@@ -91,7 +91,7 @@ def main(argv=None):
         argv: list of str arguments; None reads `sys.argv`.
 
     Returns:
-        int, the exit status (0 on success; bad invocations exit with 2).
+        int, the exit status (0 on success; a user error exits with 2 and one line).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -118,8 +118,7 @@ def main(argv=None):
         )
     except (OSError, ValueError) as error:
         # A file problem is the user's to fix: one line, no traceback.
-        message = str(error) if not isinstance(error, OSError) else _os_error_message(error)
-        parser.exit(1, f"{parser.prog}: error: {message}\n")
+        parser.fail(error)
     if args.json == "-":
         print(json.dumps(dataclasses.asdict(scores), indent=1))
     elif args.json is not None:
@@ -130,12 +129,6 @@ def main(argv=None):
     else:
         print(scores.format())
     return 0
-
-
-def _os_error_message(error):
-    if error.filename is not None:
-        return f"{error.strerror}: {error.filename}"
-    return str(error)
 
 
 if __name__ == "__main__":

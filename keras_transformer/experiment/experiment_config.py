@@ -2,12 +2,26 @@
 
 import dataclasses
 
-from keras_transformer.utils.dataclass_config import DataclassConfig
+from keras_transformer.data.pipeline_config import PipelineConfig
+from keras_transformer.models.presets import PRESETS, get_preset
+from keras_transformer.models.transformer_config import TransformerConfig
+from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker", "data_parallel")
+PRECISIONS = ("mixed_bfloat16", "mixed_float16")
+VOCABULARY_TYPES = ("bpe", "unigram")
+# Names of `keras_transformer.evaluation.METRICS` (kept here: no evaluation import for a flag).
+METRIC_NAMES = ("bleu", "chrf", "tokenized_bleu", "multi30k_bleu")
 # PipelineConfig fields a run takes from `pipeline_overrides`; it sets the others itself
 # (token budget, accumulation and seed from their own fields, replicas from the distribution).
 PIPELINE_OVERRIDES = ("max_length", "min_bucket_length", "bucket_growth", "length_multiple")
+# TransformerConfig fields a run takes from its vocabulary, not from `model_overrides`.
+VOCABULARY_FIELDS = ("vocabulary_size", "source_vocabulary_size", "pad_id")
+MODEL_OVERRIDES = tuple(
+    field.name
+    for field in dataclasses.fields(TransformerConfig)
+    if field.name not in VOCABULARY_FIELDS
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,106 +31,239 @@ class ExperimentConfig(DataclassConfig):
     Split names are looked up as `{data_dir}/{split}.{language}` (plain or
     gzip); a split containing a path separator is a path prefix of its own
     (e.g. `../shared/data/newstest2014/newstest2014`). Everything the run
-    writes goes under `output_dir`.
+    writes goes under `output_dir`. Every field is a flag of the recipes and
+    `keras-transformer train` (`--field-name`, or the field's `flag`), with
+    the field's help text; invalid values raise ValueError naming the field.
     """
 
-    # Where the vocabulary, checkpoints, logs, translations, scores and export go (in a
-    # multi-process run, process 0's; the others write in `process-i` / `worker-i` in it).
-    # A run holds it (`.run.lock`) while it writes: a second run on it is refused.
-    output_dir: str = "runs/experiment"
-    # Folder of line-aligned `{split}.{language}` files; None generates the synthetic corpus.
-    data_dir: str | None = None
-    # TFDS dataset for training instead of files, e.g. "wmt14_translate/de-en" (needs `tfds`).
-    tfds_name: str | None = None
-    # Source and target language suffixes of the files (paper: en -> de, en -> fr).
-    source_language: str = "en"
-    target_language: str = "de"
-    # Split names (or path prefixes) for training, model selection and the final test.
-    train_split: str = "train"
-    valid_split: str | None = "valid"
-    test_split: str = "test"
-    # Pairs of the generated corpus (train, valid, test) when `data_dir` is None.
-    synthetic_sizes: tuple = (20000, 500, 500)
-    # Shared source-target subword vocabulary (5.1: 37k BPE en-de, 32k word-piece en-fr).
-    vocabulary_size: int = 37000
-    # "bpe" (en-de) or "unigram" (SentencePiece's closest stand-in for word-pieces).
-    vocabulary_type: str = "bpe"
-    # Model preset of `keras_transformer.models.PRESETS` ("base", "big", "table3-B1", ...).
-    preset: str = "base"
-    # TransformerConfig fields overriding the preset (e.g. {"dropout": 0.1} for en-fr big).
-    model_overrides: dict = dataclasses.field(default_factory=dict)
-    # Padded tokens per side per replica and batch (5.1: about 25,000 per step).
-    token_budget: int = 25000
-    # PipelineConfig fields of the batching (`PIPELINE_OVERRIDES`), e.g.
-    # {"bucket_growth": 1.2}: fewer length buckets, so fewer shapes to compile, more padding.
-    pipeline_overrides: dict = dataclasses.field(default_factory=dict)
-    # Batches accumulated per update, token-weighted (reproduces large batches on one device).
-    accumulation_steps: int = 1
-    # Optimizer updates (5.2: 100k base, 300k big); None takes the preset's.
-    train_steps: int | None = None
-    # Schedule warmup (5.3: 4000) and multiplier (1.0).
-    warmup_steps: int = 4000
-    learning_rate_scale: float = 1.0
-    # Label smoothing (5.4: 0.1); None takes the preset's (Table 3 row D varies it).
-    label_smoothing: float | None = None
-    # Checkpoint interval (6.1: every 10 minutes) and/or every N updates.
-    checkpoint_every_minutes: float | None = 10.0
-    checkpoint_every_steps: int | None = None
-    # Checkpoints averaged at the end (6.1: 5 base, 20 big); None takes the preset's.
-    average_last: int | None = None
-    # Beam search (6.1: beam 4, length penalty alpha 0.6, max output input + 50).
-    beam_size: int = 4
-    alpha: float = 0.6
-    max_extra_length: int = 50
-    # Metrics of the test split: names of `keras_transformer.evaluation.METRICS`.
-    metrics: tuple = ("bleu", "chrf", "tokenized_bleu")
-    # Score the valid split too: per-token perplexity (no smoothing) and BLEU (Table 3's dev).
-    evaluate_valid: bool = False
-    # After training, keep whichever of the kept checkpoints and their average has the
-    # lowest valid perplexity; the paper averages without selecting (6.1).
-    select_on_valid: bool = False
-    # Write a TF Serving SavedModel of the averaged model at the end.
-    export: bool = True
-    # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),
-    # "data_parallel" (JAX keras.distribution over all devices; over several processes
-    # when KERAS_DISTRIBUTION_NUM_PROCESSES > 1, see docs/architecture.md).
-    distribution: str = "none"
-    # Mixed precision policy: None (float32), "mixed_bfloat16" or "mixed_float16".
-    precision: str | None = None
-    # Updates between lines of the training log and TensorBoard points.
-    log_every_steps: int = 100
-    # Keras progress bar during fit: 0 silent, 1 bar, 2 one line per epoch.
-    verbose: int = 1
-    # Seed of the data order, weights and dropout.
-    seed: int = 0
+    output_dir: str = setting(
+        "runs/experiment",
+        "Everything is written here (in a multi-process run, process 0's; the others write "
+        "in worker-i / process-i in it); a rerun resumes from it, and a second run on a "
+        "directory in use is refused.",
+    )
+    data_dir: str | None = setting(
+        None,
+        "Folder of line-aligned {split}.{language} files (plain or .gz); none generates the "
+        "synthetic corpus.",
+    )
+    tfds_name: str | None = setting(
+        None,
+        "Train on a TFDS dataset instead (e.g. wmt14_translate/de-en; needs the `tfds` extra "
+        "and its download or a local TFDS data dir).",
+        flag="--tfds",
+    )
+    source_language: str = setting("en", "Source file suffix (paper: en).")
+    target_language: str = setting("de", "Target file suffix (paper: de, fr).")
+    train_split: str = setting("train", "Training split name or path prefix.")
+    valid_split: str | None = setting(
+        "valid",
+        "Development split for model selection and dev scores (Table 3's dev, newstest2013 in "
+        "the paper); none for no development split.",
+    )
+    test_split: str = setting(
+        "test",
+        "Split translated and scored at the end; a name under --data-dir or a path prefix "
+        "such as ../data/newstest2014/newstest2014.",
+    )
+    synthetic_sizes: tuple[int, ...] = setting(
+        (20000, 500, 500), "Pairs of the generated corpus (train valid test) without --data-dir."
+    )
+    vocabulary_size: int = setting(
+        37000, "Shared source-target subword vocabulary size (5.1: 37k BPE en-de, 32k en-fr)."
+    )
+    vocabulary_type: str = setting(
+        "bpe",
+        "bpe (en-de) or unigram (SentencePiece's closest stand-in for word-pieces, en-fr).",
+        choices=VOCABULARY_TYPES,
+    )
+    preset: str = setting(
+        "base",
+        "Model preset: base, big, table3-A1 ... table3-E.",
+        choices=tuple(PRESETS),
+        metavar="NAME",
+    )
+    model_overrides: dict = dataclasses.field(
+        default_factory=dict,
+        metadata=dict(
+            help="Change one TransformerConfig field of the preset, e.g. num_layers=2 (repeatable; "
+            "values are parsed as the field's type: 2, 0.3, true, learned, none).",
+            flag="--model-override",
+            metavar="FIELD=VALUE",
+            override_of=TransformerConfig,
+            override_fields=MODEL_OVERRIDES,
+        ),
+    )
+    token_budget: int = setting(
+        25000, "Padded tokens per side per device and batch (5.1: about 25000)."
+    )
+    pipeline_overrides: dict = dataclasses.field(
+        default_factory=dict,
+        metadata=dict(
+            help="Change how training batches are made: max_length, min_bucket_length, "
+            "bucket_growth or length_multiple of PipelineConfig (repeatable). E.g. "
+            "bucket_growth=1.2 gives fewer batch shapes (fewer XLA compiles) for more padding.",
+            flag="--pipeline-override",
+            metavar="FIELD=VALUE",
+            override_of=PipelineConfig,
+            override_fields=PIPELINE_OVERRIDES,
+        ),
+    )
+    accumulation_steps: int = setting(
+        1,
+        "Batches accumulated into one update, token-weighted; 8 on one device gives the "
+        "paper's 8-GPU batch.",
+    )
+    train_steps: int | None = setting(
+        None,
+        "Optimizer updates (5.2: 100k base, 300k big); none takes the preset's.",
+        flag="--max-steps",
+    )
+    warmup_steps: int = setting(4000, "Learning-rate warmup steps (5.3: 4000).")
+    learning_rate_scale: float = setting(1.0, "Multiplier of the schedule (paper: 1).")
+    label_smoothing: float | None = setting(
+        None, "Label smoothing (5.4: 0.1); none takes the preset's (Table 3 row D varies it)."
+    )
+    checkpoint_every_minutes: float | None = setting(
+        10.0, "Minutes between checkpoints (6.1: 10); none for steps only."
+    )
+    checkpoint_every_steps: int | None = setting(
+        None, "Updates between checkpoints; none for minutes only."
+    )
+    average_last: int | None = setting(
+        None,
+        "Checkpoints averaged at the end (6.1: 5 base, 20 big); 1 keeps the last checkpoint "
+        "without averaging; none takes the preset's.",
+    )
+    beam_size: int = setting(4, "Beam width (6.1: 4).")
+    alpha: float = setting(0.6, "Length penalty (6.1: 0.6).")
+    max_extra_length: int = setting(50, "Output tokens beyond the input's (6.1: 50).")
+    metrics: tuple[str, ...] = setting(
+        ("bleu", "chrf", "tokenized_bleu"),
+        f"Metrics of the test split, among {', '.join(METRIC_NAMES)}.",
+        choices=METRIC_NAMES,
+        metavar="NAME",
+    )
+    evaluate_valid: bool = setting(
+        False, "Score the valid split too: per-token perplexity and BLEU (Table 3's dev)."
+    )
+    select_on_valid: bool = setting(
+        False,
+        "After training, keep whichever kept checkpoint, or their average, has the lowest "
+        "perplexity on --valid-split (the paper averages without selecting, 6.1).",
+    )
+    export: bool = setting(True, "Write a TF Serving SavedModel of the final model at the end.")
+    distribution: str = setting(
+        "none",
+        "mirrored: all local GPUs (TensorFlow); multi_worker: one process per machine with "
+        "TF_CONFIG (TensorFlow); data_parallel: all devices (JAX), and with "
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID one process per machine "
+        "(see docs/architecture.md).",
+        choices=DISTRIBUTIONS,
+    )
+    precision: str | None = setting(
+        None,
+        "Mixed precision policy (logits, loss and softmax stay float32); none is float32.",
+        choices=PRECISIONS,
+    )
+    log_every_steps: int = setting(
+        100, "Updates between lines of the training log and TensorBoard points."
+    )
+    verbose: int = setting(
+        1, "Keras progress bar: 0 silent, 1 bar, 2 one line per epoch.", choices=(0, 1, 2)
+    )
+    seed: int = setting(0, "Seed of the data order, weights and dropout.")
 
     def __post_init__(self):
-        if self.distribution not in DISTRIBUTIONS:
-            raise ValueError(
-                f"`distribution` must be one of {DISTRIBUTIONS}. "
-                f"Received: distribution={self.distribution!r}"
-            )
+        self.check_types()
+        for name, choices in (
+            ("distribution", DISTRIBUTIONS),
+            ("precision", (None, *PRECISIONS)),
+            ("vocabulary_type", VOCABULARY_TYPES),
+            ("verbose", (0, 1, 2)),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"`{name}` must be one of {choices}. Received: {name}={getattr(self, name)!r}"
+                )
         if self.source_language == self.target_language:
             raise ValueError(
                 "The source and target languages must differ. Received: "
                 f"{self.source_language!r} -> {self.target_language!r}"
             )
-        for name in ("vocabulary_size", "token_budget", "accumulation_steps", "beam_size"):
+        _at_least(self, 1, "vocabulary_size", "token_budget", "accumulation_steps", "beam_size")
+        _at_least(self, 1, "train_steps", "warmup_steps", "log_every_steps", "average_last")
+        _at_least(self, 1, "checkpoint_every_steps")
+        _at_least(self, 0, "max_extra_length", "seed", "alpha")
+        for name in ("learning_rate_scale", "checkpoint_every_minutes"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
-        unknown = sorted(set(self.pipeline_overrides) - set(PIPELINE_OVERRIDES))
-        if unknown:
+            if value is not None and not value > 0:
+                raise ValueError(f"`{name}` must be > 0. Received: {name}={value!r}")
+        if self.label_smoothing is not None and not 0 <= self.label_smoothing < 1:
             raise ValueError(
-                f"`pipeline_overrides` may set {', '.join(PIPELINE_OVERRIDES)} (the run sets the "
-                f"other PipelineConfig fields itself). Received: {unknown}"
+                f"`label_smoothing` must be in [0, 1). Received: {self.label_smoothing!r}"
             )
-        if self.train_steps is not None and self.train_steps < 1:
-            raise ValueError(f"`train_steps` must be >= 1. Received: {self.train_steps}")
         if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:
             raise ValueError("Set `checkpoint_every_minutes`, `checkpoint_every_steps` or both.")
-        if self.precision not in (None, "mixed_bfloat16", "mixed_float16"):
+        if len(self.synthetic_sizes) != 3 or min(self.synthetic_sizes) < 1:
             raise ValueError(
-                "`precision` must be None, 'mixed_bfloat16' or 'mixed_float16'. "
-                f"Received: precision={self.precision!r}"
+                "`synthetic_sizes` must be three positive ints (train, valid, test). "
+                f"Received: synthetic_sizes={self.synthetic_sizes!r}"
             )
+        unknown = sorted(set(self.metrics) - set(METRIC_NAMES))
+        if unknown or not self.metrics:
+            raise ValueError(
+                f"`metrics` must name some of {METRIC_NAMES}. Received: metrics={self.metrics!r}"
+            )
+        get_preset(self.preset)
+        self.model_config()
+        self.pipeline_config()
+
+    def model_config(self, vocabulary_size=None):
+        """The run's `TransformerConfig`: the preset with `model_overrides` applied.
+
+        Args:
+            vocabulary_size: int, the trained vocabulary's; None uses `vocabulary_size`.
+        """
+        _check_overrides(self.model_overrides, "model_overrides", MODEL_OVERRIDES)
+        try:
+            return get_preset(self.preset).config(
+                vocabulary_size or self.vocabulary_size, **self.model_overrides
+            )
+        except ValueError as error:
+            raise ValueError(
+                f"model settings (preset {self.preset!r} with --model-override "
+                f"{self.model_overrides}): {error}"
+            ) from None
+
+    def pipeline_config(self, **settings):
+        """The training batches' `PipelineConfig` (`settings` set the run's own fields)."""
+        _check_overrides(self.pipeline_overrides, "pipeline_overrides", PIPELINE_OVERRIDES)
+        try:
+            return PipelineConfig(
+                token_budget=self.token_budget,
+                accumulation_steps=self.accumulation_steps,
+                seed=self.seed,
+                **{**self.pipeline_overrides, **settings},
+            )
+        except ValueError as error:
+            raise ValueError(
+                f"batching settings (--token-budget {self.token_budget} with "
+                f"--pipeline-override {self.pipeline_overrides}): {error}"
+            ) from None
+
+
+def _at_least(config, minimum, *names):
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and value < minimum:
+            raise ValueError(f"`{name}` must be >= {minimum}. Received: {name}={value!r}")
+
+
+def _check_overrides(overrides, name, allowed):
+    unknown = sorted(set(overrides) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"`{name}` may set {', '.join(allowed)} (the run sets the other fields itself). "
+            f"Received: {unknown}"
+        )

@@ -1,235 +1,101 @@
-"""The command line shared by the recipes and `keras-transformer train`."""
+"""The command line shared by the recipes and `keras-transformer train`.
 
-import argparse
-import dataclasses
-import json
+Its flags are generated from `ExperimentConfig`'s fields (`add_config_arguments`):
+a new field with help text is a new flag. `--config FILE` starts from a run's
+`config.json` (or a JSON object of ExperimentConfig fields); flags override it.
+"""
+
+import shlex
 import sys
 
-from keras_transformer.experiment.experiment_config import DISTRIBUTIONS, ExperimentConfig
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.experiment.run_config_file import read_run_config
+from keras_transformer.utils.command_line import OneLineErrorParser, one_line
+from keras_transformer.utils.config_arguments import add_config_arguments, config_changes, flag_of
 
 # Errors a user can cause (paths, languages, a checkpoint of another model): one line each.
 USER_ERRORS = (ValueError, OSError, KeyError)
+CONFIG_HELP = (
+    "Start from the settings of a run's config.json (or a JSON object of ExperimentConfig "
+    "fields) instead of the recipe's; the other flags override them."
+)
+
+
+def config_from_file(path):
+    """The `ExperimentConfig` of a `config.json` written by a run, or of a dict of fields."""
+    try:
+        settings = read_run_config(path)
+        return ExperimentConfig.from_dict(settings.get("experiment", settings))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--config {path}: {one_line(error)}") from None
 
 
 def build_parser(defaults, description, prog=None):
-    """An argument parser whose defaults are the fields of `defaults` (an ExperimentConfig)."""
+    """An argument parser with a flag per `ExperimentConfig` field, defaulting to `defaults`.
+
+    Returns:
+        `(parser, added)`: the `OneLineErrorParser`, and the fields its flags set.
+    """
     parser = OneLineErrorParser(prog=prog, description=description)
-    add = parser.add_argument
-    add(
-        "--data-dir",
-        default=defaults.data_dir,
-        help="Folder of line-aligned {split}.{language} files (plain or .gz)"
-        + ("" if defaults.data_dir else "; default: the built-in generated corpus")
-        + f". Default: {defaults.data_dir}.",
-    )
-    add(
-        "--tfds",
-        dest="tfds_name",
-        default=defaults.tfds_name,
-        help="Train on a TFDS dataset instead (e.g. wmt14_translate/de-en; needs the "
-        "`tfds` extra and its download or a local TFDS data dir).",
-    )
-    add(
-        "--output-dir",
-        default=defaults.output_dir,
-        help="Everything is written here; a rerun resumes from it, and a second run on a directory "
-        f"in use is refused. Default: {defaults.output_dir}",
-    )
-    add(
-        "--source-language",
-        default=defaults.source_language,
-        help=f"Source file suffix. Default: {defaults.source_language}",
-    )
-    add(
-        "--target-language",
-        default=defaults.target_language,
-        help=f"Target file suffix. Default: {defaults.target_language}",
-    )
-    add(
-        "--train-split",
-        default=defaults.train_split,
-        help=f"Training split name or path prefix. Default: {defaults.train_split}",
-    )
-    add(
-        "--valid-split",
-        default=defaults.valid_split,
-        help="Development split (Table 3's dev, newstest2013 in the paper). "
-        f"Default: {defaults.valid_split}",
-    )
-    add(
-        "--test-split",
-        default=defaults.test_split,
-        help="Split translated and scored at the end; a name under --data-dir or a path "
-        f"prefix such as ../data/newstest2014/newstest2014. Default: {defaults.test_split}",
-    )
-    add(
-        "--preset",
-        default=defaults.preset,
-        help=f"Model preset: base, big, table3-A1 ... table3-E. Default: {defaults.preset}",
-    )
-    add(
-        "--model-override",
-        dest="model_override",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="Change one TransformerConfig field of the preset, e.g. num_layers=2 "
-        '(repeatable; values are JSON: 2, 0.3, true, "learned").',
-    )
-    add(
-        "--pipeline-override",
-        dest="pipeline_override",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="Change how training batches are made: max_length, min_bucket_length, "
-        "bucket_growth or length_multiple of PipelineConfig (repeatable). E.g. "
-        "bucket_growth=1.2 gives fewer batch shapes (fewer XLA compiles) for more padding.",
-    )
-    add(
-        "--vocabulary-size",
-        type=int,
-        default=defaults.vocabulary_size,
-        help=f"Shared subword vocabulary size (paper 5.1). Default: {defaults.vocabulary_size}",
-    )
-    add(
-        "--max-steps",
-        dest="train_steps",
-        type=int,
-        default=defaults.train_steps,
-        help="Optimizer updates (paper: 100k base, 300k big). Default: "
-        f"{defaults.train_steps or 'the preset'}",
-    )
-    add(
-        "--token-budget",
-        type=int,
-        default=defaults.token_budget,
-        help="Padded tokens per side per device and batch (paper 5.1: about 25000). "
-        f"Default: {defaults.token_budget}",
-    )
-    add(
-        "--accumulation-steps",
-        type=int,
-        default=defaults.accumulation_steps,
-        help="Batches accumulated into one update, token-weighted; 8 on one device gives "
-        f"the paper's 8-GPU batch. Default: {defaults.accumulation_steps}",
-    )
-    add(
-        "--warmup-steps",
-        type=int,
-        default=defaults.warmup_steps,
-        help=f"Learning-rate warmup (paper 5.3: 4000). Default: {defaults.warmup_steps}",
-    )
-    add(
-        "--learning-rate-scale",
-        type=float,
-        default=defaults.learning_rate_scale,
-        help=f"Multiplier of the schedule (paper: 1). Default: {defaults.learning_rate_scale}",
-    )
-    add(
-        "--checkpoint-every-minutes",
-        type=float,
-        default=defaults.checkpoint_every_minutes,
-        help="Minutes between checkpoints (paper 6.1: 10). Default: "
-        f"{defaults.checkpoint_every_minutes}",
-    )
-    add(
-        "--checkpoint-every-steps",
-        type=int,
-        default=defaults.checkpoint_every_steps,
-        help=f"Updates between checkpoints. Default: {defaults.checkpoint_every_steps}",
-    )
-    add(
-        "--average-last",
-        type=int,
-        default=defaults.average_last,
-        help="Checkpoints averaged at the end (paper 6.1: 5 base, 20 big). Default: "
-        f"{defaults.average_last or 'the preset'}",
-    )
-    add(
-        "--beam-size",
-        type=int,
-        default=defaults.beam_size,
-        help=f"Beam width (paper 6.1: 4). Default: {defaults.beam_size}",
-    )
-    add(
-        "--alpha",
-        type=float,
-        default=defaults.alpha,
-        help=f"Length penalty (paper 6.1: 0.6). Default: {defaults.alpha}",
-    )
-    add(
-        "--distribution",
-        choices=DISTRIBUTIONS,
-        default=defaults.distribution,
-        help="mirrored: all local GPUs (TensorFlow); multi_worker: one process per machine "
-        "with TF_CONFIG (TensorFlow); data_parallel: all devices (JAX), and with "
-        "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID one process per "
-        "machine. Processes after the first write in a subfolder of --output-dir "
-        "(worker-1, process-1, ...). "
-        f"Default: {defaults.distribution}",
-    )
-    add(
-        "--precision",
-        choices=("mixed_bfloat16", "mixed_float16"),
-        default=defaults.precision,
-        help="Mixed precision policy (logits, loss and softmax stay float32). Default: float32",
-    )
-    add(
-        "--select-on-valid",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.select_on_valid,
-        help="After training, keep whichever kept checkpoint, or their average, has the "
-        "lowest perplexity on --valid-split (the paper averages without selecting, 6.1). "
-        "Default: %(default)s",
-    )
-    add(
-        "--no-export",
-        dest="export",
-        action="store_false",
-        default=defaults.export,
-        help="Skip the SavedModel export at the end.",
-    )
-    add(
-        "--seed",
-        type=int,
-        default=defaults.seed,
-        help=f"Seed of data order, weights and dropout. Default: {defaults.seed}",
-    )
-    add(
-        "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=defaults.verbose,
-        help="0 silent, 1 progress bar, 2 one line per epoch. Default: %(default)s",
-    )
-    return parser
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    return parser, add_config_arguments(parser, defaults)
 
 
-def _overrides(items, flag):
-    overrides = {}
-    for item in items:
-        field, separator, value = item.partition("=")
-        if not separator or not field:
-            raise ValueError(f"{flag} takes FIELD=VALUE. Received: {item!r}")
+def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=None):
+    """Parses `argv` over `defaults` (or over `--config FILE`) into a checked config.
+
+    Every user error, from a malformed flag to an out-of-range value, a
+    misspelled override or a missing data file, ends the process here with one
+    line on stderr and exit status 2, before anything is written.
+
+    Args:
+        defaults: the recipe's `ExperimentConfig`.
+        description: `--help` text.
+        argv: list of str, or None for `sys.argv[1:]`.
+        prog: str or None, the program name in usage and errors.
+        add_arguments: callable adding a recipe's own flags to the parser, or None.
+
+    Returns:
+        `(parser, arguments, config)`.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = OneLineErrorParser(prog=prog, add_help=False)
+    first.add_argument("--config", metavar="FILE")
+    known, _ = first.parse_known_args(argv)
+    if known.config is not None:
         try:
-            overrides[field.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[field.strip()] = value
-    return overrides
+            defaults = config_from_file(known.config)
+        except (OSError, ValueError) as error:
+            first.error(one_line(error))
+    parser, added = build_parser(defaults, description, prog=prog)
+    if add_arguments is not None:
+        add_arguments(parser)
+    arguments = parser.parse_args(argv)
+    try:
+        config = defaults.replace(**config_changes(defaults, arguments, added))
+    except ValueError as error:
+        message = one_line(error)
+        for name, field in added.items():  # name the flag beside the field
+            message = message.replace(f"`{name}`", f"`{name}` ({flag_of(field)})", 1)
+        parser.error(message)
+    arguments.command_line = shlex.join([parser.prog, *argv])
+    return parser, arguments, config
 
 
-def config_from_arguments(defaults, arguments):
-    """`defaults` with the parsed command-line values applied."""
-    names = {field.name for field in dataclasses.fields(ExperimentConfig)}
-    changes = {name: value for name, value in vars(arguments).items() if name in names}
-    for name, flag in (("model", "--model-override"), ("pipeline", "--pipeline-override")):
-        overrides = _overrides(getattr(arguments, f"{name}_override", []), flag)
-        if overrides:
-            default = getattr(defaults, f"{name}_overrides")
-            changes[f"{name}_overrides"] = {**default, **overrides}
-    return defaults.replace(**changes)
+def check_before_running(parser, config, require_data=False, language_pairs=None):
+    """Exits with one line (status 2) for settings that cannot run; nothing is written."""
+    if require_data and config.data_dir is None and config.tfds_name is None:
+        parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")
+    pair = (config.source_language, config.target_language)
+    if language_pairs is not None and pair not in language_pairs:
+        allowed = ", ".join(f"{s}-{t}" for s, t in language_pairs)
+        parser.error(f"language pair {pair[0]}-{pair[1]} is not one of this recipe's: {allowed}")
+    from keras_transformer.experiment.run_experiment import check_inputs
+
+    try:
+        check_inputs(config)
+    except USER_ERRORS as error:
+        parser.error(one_line(error))
 
 
 def recipe_main(
@@ -247,25 +113,18 @@ def recipe_main(
         prog: str or None. Program name in usage and errors.
 
     Returns:
-        int, the exit code: 0, 1 for a run that failed on the user's input
-        (one line on stderr, no traceback), 2 for bad flags.
+        int, the exit code: 0, or 2 for a run refused or failed on the user's
+        input (one line on stderr, no traceback). Bad flags exit with 2 through
+        `SystemExit`, as argparse does.
     """
-    parser = build_parser(defaults, description, prog=prog)
-    arguments = parser.parse_args(argv)
-    if require_data and arguments.data_dir is None and arguments.tfds_name is None:
-        parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")
-    pair = (arguments.source_language, arguments.target_language)
-    if language_pairs is not None and pair not in language_pairs:
-        allowed = ", ".join(f"{s}-{t}" for s, t in language_pairs)
-        parser.error(f"language pair {pair[0]}-{pair[1]} is not one of this recipe's: {allowed}")
+    parser, arguments, config = parse_experiment(defaults, description, argv, prog)
+    check_before_running(parser, config, require_data, language_pairs)
     try:
-        config = config_from_arguments(defaults, arguments)
         from keras_transformer.experiment.run_experiment import run_experiment
 
-        result = run_experiment(config)
+        result = run_experiment(config, command_line=arguments.command_line)
     except USER_ERRORS as error:
-        message = " ".join(str(error).split())
-        print(f"{parser.prog}: error: {type(error).__name__}: {message}", file=sys.stderr)
-        return 1
+        print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
+        return 2
     print(result.format())
     return 0

@@ -17,13 +17,18 @@ from keras_transformer.checkpoints import (
     latest_checkpoints,
     select_checkpoint,
 )
-from keras_transformer.data import PipelineConfig, make_translation_dataset
+from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.run_config_file import (
+    check_resumed_settings,
+    run_settings,
+    write_run_config,
+)
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer, get_preset
@@ -144,7 +149,7 @@ def _tokenizer(config, corpus, output_dir):
     )
 
 
-def run_experiment(config):
+def run_experiment(config, command_line=None):
     """Trains, averages, scores and exports one model as `config` describes.
 
     Paper sections: 5.1 (shared vocabulary, token-budget batches), 5.2-5.4
@@ -152,10 +157,13 @@ def run_experiment(config):
     (checkpoint averaging, beam 4, alpha 0.6, max length input + 50). A run
     interrupted for any reason continues where it stopped when started
     again with the same `output_dir` (checkpoints hold the data position) and
-    the same data settings (checked against `data_order.json`).
+    the same model and data settings (checked against `config.json` and
+    `data_order.json`). Inputs and settings are checked before anything is
+    written; then `config.json` records the settings (see docs/own-data.md).
 
     Args:
         config: an `ExperimentConfig` (or a dict of its fields).
+        command_line: str or None, recorded in `config.json`.
 
     Returns:
         An `ExperimentResult`: the written paths, the test scores, the test
@@ -168,18 +176,47 @@ def run_experiment(config):
     if isinstance(config, dict):
         config = ExperimentConfig.from_dict(config)
     start_time = time.time()
+    check_inputs(config)
     distribution = RunDistribution.from_config(config)
     # Processes of one run may share --output-dir: each writes everything (all of them
     # need their checkpoints to resume), so all but the first write in a subfolder.
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
+    pipeline = config.pipeline_config(num_replicas=distribution.replicas, **distribution.processes)
+    settings = run_settings(config, pipeline, command_line)
+    recorded = check_resumed_settings(settings, output_dir)
     _prepare_output_dir(output_dir)
     with OutputDirLock(output_dir), _keep_jax_compilations(output_dir):
+        write_run_config(settings, output_dir, recorded)
         return _run(config, distribution, output_dir, start_time)
+
+
+def check_inputs(config):
+    """Raises for a missing input file before the run writes anything.
+
+    Args:
+        config: an `ExperimentConfig`.
+
+    Raises:
+        FileNotFoundError: a data folder or a split's file does not exist.
+        ValueError: `select_on_valid` without a valid split.
+    """
+    if config.select_on_valid and not config.valid_split:
+        raise ValueError("select_on_valid=True needs a valid_split (--valid-split).")
+    if config.data_dir is None:
+        return  # the generated corpus, or TFDS: nothing to look up yet
+    if not os.path.isdir(config.data_dir):
+        raise FileNotFoundError(f"--data-dir {config.data_dir} is not a directory.")
+    splits = [("test", config.test_split)]
+    if config.tfds_name is None:
+        splits.append(("training", config.train_split))
+    if config.valid_split and (config.select_on_valid or config.evaluate_valid):
+        splits.append(("valid", config.valid_split))
+    for name, split in splits:
+        _check_files(split_paths(config, split, config.data_dir), name)
 
 
 def _run(config, distribution, output_dir, start_time):
     """`run_experiment` once `output_dir` exists and this process holds it."""
-    PipelineConfig(**config.pipeline_overrides)  # bad values fail now, not after the vocabulary
     if config.precision is not None:
         keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
@@ -195,12 +232,12 @@ def _run(config, distribution, output_dir, start_time):
     tokenizer = _tokenizer(config, corpus, output_dir)
 
     preset = get_preset(config.preset)
-    train_steps = config.train_steps or preset.train_steps
-    average_last = config.average_last or preset.averaged_checkpoints
+    train_steps = preset.train_steps if config.train_steps is None else config.train_steps
+    average_last = config.average_last
+    if average_last is None:
+        average_last = preset.averaged_checkpoints
     with distribution.scope:
-        model = Seq2SeqTransformer(
-            preset.config(tokenizer.vocabulary_size(), **config.model_overrides)
-        )
+        model = Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
         smoothing = config.label_smoothing
         if smoothing is None:
             smoothing = preset.label_smoothing

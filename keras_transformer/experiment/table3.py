@@ -81,22 +81,25 @@ def table3_main(defaults, description, argv=None):
 
     from keras_transformer.experiment.recipe_main import (
         USER_ERRORS,
-        build_parser,
-        config_from_arguments,
+        check_before_running,
+        parse_experiment,
     )
+    from keras_transformer.utils.command_line import one_line
 
-    parser = build_parser(defaults, description)
-    parser.add_argument(
-        "--variants", nargs="+", default=list(TABLE3_VARIANTS), choices=TABLE3_VARIANTS,
-        help="Rows to train (default: all of Table 3, base first).",
-    )  # fmt: skip
-    arguments = parser.parse_args(argv)
-    if arguments.data_dir is None and arguments.tfds_name is None:
-        parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")
+    def add_variants(parser):
+        parser.add_argument(
+            "--variants", nargs="+", default=list(TABLE3_VARIANTS), choices=TABLE3_VARIANTS,
+            help="Rows to train (default: all of Table 3, base first).",
+        )  # fmt: skip
+
+    parser, arguments, config = parse_experiment(
+        defaults, description, argv, add_arguments=add_variants
+    )
+    check_before_running(parser, config, require_data=True)
     try:
-        rows = run_table3(config_from_arguments(defaults, arguments), arguments.variants)
+        rows = run_table3(config, arguments.variants)
     except USER_ERRORS as error:
-        print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
+        print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
+        return 2
     print(format_table3(rows))
     return 0

@@ -27,7 +27,6 @@ from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.utils.command_line import OneLineErrorParser
-from keras_transformer.utils.json_file import read_json_object
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
@@ -81,8 +80,8 @@ def build_parser():
     config.add_argument(
         "--config",
         metavar="JSON",
-        help="With --weights: JSON file of TransformerConfig fields (or of "
-        "Seq2SeqTransformer.get_config()).",
+        help="With --weights: a run's config.json, or a JSON file of TransformerConfig fields "
+        "(or of Seq2SeqTransformer.get_config()).",
     )
     config.add_argument(
         "--preset",
@@ -136,7 +135,7 @@ def main(argv=None):
         argv: list of str arguments; None reads `sys.argv`.
 
     Returns:
-        int, the exit status (0 on success; bad invocations exit with 1 or 2).
+        int, the exit status (0 on success; a user error exits with 2 and one line).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -145,11 +144,20 @@ def main(argv=None):
         parser.error("--weights needs --tokenizer and --config or --preset")
     if args.model is not None and (args.config or args.preset):
         parser.error("--config and --preset go with --weights")
+    if args.beam_size < 1:
+        parser.error(f"--beam-size must be >= 1. Received: {args.beam_size}")
+    if not args.alpha >= 0:
+        parser.error(f"--alpha must be >= 0. Received: {args.alpha}")
+    if args.max_source_length is not None and args.max_source_length < 1:
+        parser.error(f"--max-source-length must be >= 1. Received: {args.max_source_length}")
     _resolve_model(parser, args)
+    output_is_empty_folder = os.path.isdir(args.output) and not os.listdir(args.output)
+    if os.path.exists(args.output) and not (args.overwrite or output_is_empty_folder):
+        parser.fail(f"--output {args.output} exists; pass --overwrite to replace it")
     for name in ("model", "weights", "tokenizer", "config"):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
-            parser.exit(1, f"{parser.prog}: error: --{name} file not found: {value}\n")
+            parser.fail(f"--{name} file not found: {value}")
     if args.quantization is not None and args.format != "ctranslate2":
         parser.error("--quantization goes with --format ctranslate2")
     if args.format == "ctranslate2":
@@ -174,10 +182,7 @@ def main(argv=None):
             overwrite=args.overwrite,
         )
     except (OSError, ValueError, TypeError) as error:
-        message = str(error)
-        if isinstance(error, OSError) and error.filename is not None:
-            message = f"{error.strerror}: {error.filename}"
-        parser.exit(1, f"{parser.prog}: error: {message}\n")
+        parser.fail(error)
     # Messages, not data: stdout stays empty.
     print(f"Exported a SavedModel to {path}", file=sys.stderr)
     print(
@@ -200,10 +205,7 @@ def _export_ctranslate2(parser, args):
             model, tokenizer, args.output, quantization=args.quantization, overwrite=args.overwrite
         )
     except (ImportError, OSError, ValueError, TypeError) as error:
-        message = str(error)
-        if isinstance(error, OSError) and error.filename is not None:
-            message = f"{error.strerror}: {error.filename}"
-        parser.exit(1, f"{parser.prog}: error: {message}\n")
+        parser.fail(error)
     weights = args.quantization or "float32"
     print(f"Exported a CTranslate2 model ({weights} weights) to {path}", file=sys.stderr)
     return 0
@@ -247,11 +249,7 @@ def _load(args):
     if args.preset is not None:
         model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
     else:
-        config = read_json_object(args.config)
-        if "config" in config:
-            model = Seq2SeqTransformer.from_config(config)
-        else:
-            model = Seq2SeqTransformer(TransformerConfig.from_dict(config))
+        model = Seq2SeqTransformer(TransformerConfig.from_json_file(args.config))
     model.build()
     model.load_weights(args.weights)
     return model, tokenizer

@@ -134,8 +134,8 @@ def main(argv=None):
         argv: list of str arguments; None reads `sys.argv`.
 
     Returns:
-        int, the exit status (0 on success; bad input exits with 1, a bad
-        invocation with 2, each with a one-line message).
+        int, the exit status (0 on success; bad input or a bad invocation
+        exits with 2 and a one-line message).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -143,19 +143,15 @@ def main(argv=None):
     if args.dpi < 1:
         parser.error("--dpi must be a positive int")
     if not os.path.isdir(args.run_dir):
-        parser.exit(1, f"{PROG}: error: run directory not found: {args.run_dir}\n")
+        parser.fail(f"run directory not found: {args.run_dir}")
     for name in (TRAIN_LOG, MODEL_FILE):
         path = os.path.join(args.run_dir, name)
         if not os.path.isfile(path):
-            parser.exit(1, f"{PROG}: error: the run directory has no {name}: {path}\n")
+            parser.fail(f"the run directory has no {name}: {path}")
     try:
         paths = draw_figures(args)
     except (OSError, ValueError, TypeError, ImportError) as error:
-        message = str(error)
-        if isinstance(error, OSError) and error.filename is not None and error.strerror:
-            message = f"{error.strerror}: {error.filename}"
-        message = " ".join(message.split())
-        parser.exit(1, f"{PROG}: error: {message}\n")
+        parser.fail(error)
     for path in paths:
         print(path)
     return 0

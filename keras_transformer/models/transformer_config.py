@@ -1,6 +1,7 @@
 """The hyperparameters of a `Seq2SeqTransformer`, with the paper's base values as defaults."""
 
 import dataclasses
+import json
 
 from keras_transformer.utils.dataclass_config import DataclassConfig
 
@@ -57,7 +58,34 @@ class TransformerConfig(DataclassConfig):
     # Source vocabulary size when embeddings are not shared; None means vocabulary_size.
     source_vocabulary_size: int | None = None
 
+    @classmethod
+    def from_json_file(cls, path):
+        """The config in a JSON file: a run's `config.json` (its "model"), the dict of
+        `Seq2SeqTransformer.get_config()` (its "config") or a dict of the fields.
+
+        Raises:
+            OSError: the file cannot be read.
+            ValueError: not JSON, or no valid config in it; the message names the file.
+        """
+        with open(path, encoding="utf-8") as file:
+            try:
+                content = json.load(file)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path} is not valid JSON: {error}") from None
+        if not isinstance(content, dict):
+            raise ValueError(f"{path} must hold a JSON object. Received: {type(content).__name__}")
+        for key in ("model", "config"):
+            if isinstance(content.get(key), dict):
+                content = content[key]
+                break
+        try:
+            return cls.from_dict(content)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{path}: {error}") from None
+
     def __post_init__(self):
+        self.check_types()
+
         def positive_int(name):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -1,10 +1,38 @@
-"""Argument parsing shared by the package's commands."""
+"""Argument parsing shared by the package's commands.
+
+Every user error of every command is one line on stderr and exit status 2:
+argparse's own errors (through `OneLineErrorParser.error`) and the ValueError /
+OSError a command raises on the user's input (through `OneLineErrorParser.fail`).
+"""
 
 import argparse
+
+# Exit status of every user error (argparse's own for a bad invocation).
+USER_ERROR_STATUS = 2
+
+
+def one_line(error):
+    """The message of an exception on one line; an OSError names its file."""
+    message = str(error)
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        message = f"{error.strerror}: {error.filename}"
+    elif isinstance(error, KeyError) and error.args:
+        message = str(error.args[0])
+    return " ".join(message.split())
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
     """Reports a bad invocation in one line (argparse prints the usage first), exit code 2."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        message = " ".join(str(message).split())
+        self.exit(USER_ERROR_STATUS, f"{self.prog}: error: {message} (see --help)\n")
+
+    def fail(self, error):
+        """Exits with one line for an error the user's input caused (exit code 2).
+
+        Args:
+            error: an exception (its message, an OSError's file) or a str.
+        """
+        message = error if isinstance(error, str) else one_line(error)
+        self.exit(USER_ERROR_STATUS, f"{self.prog}: error: {message}\n")

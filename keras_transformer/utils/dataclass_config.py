@@ -1,20 +1,80 @@
-"""Dict conversion for the package's config dataclasses."""
+"""Dict conversion and type checks for the package's config dataclasses."""
 
 import dataclasses
+import difflib
+import types
+import typing
+
+
+def field_types(cls):
+    """`{name: (base type, optional)}` of a config dataclass's fields.
+
+    `int | None` gives `(int, True)`; `dict`, `tuple`, `str`, `float`, `bool`,
+    `int` are the types the configs use.
+    """
+    hints = typing.get_type_hints(cls)
+    result = {}
+    for field in dataclasses.fields(cls):
+        hint = hints[field.name]
+        optional = False
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            arguments = [a for a in typing.get_args(hint) if a is not type(None)]
+            optional = len(arguments) < len(typing.get_args(hint))
+            hint = arguments[0]
+        result[field.name] = (typing.get_origin(hint) or hint, optional)
+    return result
+
+
+def type_name(kind, optional=False):
+    """How a field's type reads in an error: "an int", "a float or None"."""
+    names = {int: "an int", float: "a number", bool: "true or false", str: "a string"}
+    name = names.get(kind, f"a {kind.__name__}")
+    return f"{name} or None" if optional else name
+
+
+def value_has_type(value, kind, optional=False):
+    """Whether `value` fits a field of type `kind` (an int fits a float field)."""
+    if value is None:
+        return optional
+    if kind is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind is float:
+        return isinstance(value, int | float)
+    return isinstance(value, kind)
+
+
+def unknown_name_message(cls, name):
+    """`"TransformerConfig has no field 'num_layer' (did you mean num_layers?)"`."""
+    known = [field.name for field in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+    return f"{cls.__name__} has no field {name!r} ({hint})"
 
 
 class DataclassConfig:
-    """Mixin for config dataclasses: `from_dict` naming unknown keys, `to_dict`, `replace`."""
+    """Mixin for config dataclasses: `from_dict` naming unknown keys, `to_dict`, `replace`,
+    and `check_types` for `__post_init__`."""
 
     @classmethod
     def from_dict(cls, config):
-        """Builds a config from a dict, naming unknown keys in the error."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(config) - known)
-        if unknown:
+        """Builds a config from a dict (e.g. read from JSON), naming unknown keys in the error.
+
+        JSON lists become tuples for tuple fields.
+        """
+        if not isinstance(config, dict):
             raise ValueError(
-                f"Unknown {cls.__name__} fields: {unknown}. Expected some of {sorted(known)}."
+                f"{cls.__name__} settings must be a dict. Received: {type(config).__name__}"
             )
+        unknown = sorted(set(config) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError("; ".join(unknown_name_message(cls, name) for name in unknown))
+        kinds = field_types(cls)
+        config = {
+            name: tuple(value) if kinds[name][0] is tuple and isinstance(value, list) else value
+            for name, value in config.items()
+        }
         return cls(**config)
 
     def to_dict(self):
@@ -23,3 +83,25 @@ class DataclassConfig:
     def replace(self, **changes):
         """A copy with `changes` applied (validated again)."""
         return dataclasses.replace(self, **changes)
+
+    def check_types(self):
+        """Raises ValueError naming the first field whose value has the wrong type."""
+        for name, (kind, optional) in field_types(type(self)).items():
+            value = getattr(self, name)
+            if not value_has_type(value, kind, optional):
+                raise ValueError(
+                    f"`{name}` must be {type_name(kind, optional)}. Received: {name}={value!r}"
+                )
+
+
+def setting(default, help, **metadata):
+    """A config dataclass field carrying its help text (the command line's `--help`).
+
+    Args:
+        default: the default value (immutable; a dict field uses
+            `dataclasses.field(default_factory=dict, metadata={"help": ...})`).
+        help: str, what the setting does, with the paper section where relevant.
+        **metadata: more for the generated command line: `flag` (its name when
+            not `--field-name`, or None for no flag), `choices`, `metavar`.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})

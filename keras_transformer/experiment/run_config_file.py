@@ -1,0 +1,165 @@
+"""`config.json`: a run's settings, written when it starts and checked when it resumes."""
+
+import importlib.metadata
+import json
+import os
+import platform
+
+from keras_transformer.models.presets import get_preset
+from keras_transformer.text.text_files import atomic_output
+
+# At the top level of the run directory (`--output-dir`).
+RUN_CONFIG_FILE = "config.json"
+FORMAT_VERSION = 1
+# ExperimentConfig fields a resumed run may change: none of them shapes the trained state
+# (schedule, data order, model), only when training stops, what is saved and logged, and
+# what is done with the model afterwards. Every other field must keep its first value;
+# the model is compared as the resolved TransformerConfig and the preset's training values
+# as resolved (so a `preset` + `model_overrides` that give the same run are the same).
+MAY_CHANGE_ON_RESUME = (
+    "output_dir",
+    "valid_split",
+    "test_split",
+    "train_steps",
+    "checkpoint_every_minutes",
+    "checkpoint_every_steps",
+    "average_last",
+    "beam_size",
+    "alpha",
+    "max_extra_length",
+    "metrics",
+    "evaluate_valid",
+    "select_on_valid",
+    "export",
+    "distribution",
+    "log_every_steps",
+    "verbose",
+    "model_overrides",
+    "preset",
+)
+_PACKAGES = ("keras", "tensorflow", "jax", "keras-transformer")
+
+
+def library_versions():
+    """`{package: version}` of Python and the installed packages a run depends on."""
+    versions = {"python": platform.python_version()}
+    for package in _PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _resolved_training(config):
+    """The preset's training values the run uses where `config` leaves them None."""
+    preset = get_preset(config.preset)
+    if config.label_smoothing is None:
+        return {"label_smoothing": preset.label_smoothing}
+    return {"label_smoothing": config.label_smoothing}
+
+
+def run_settings(config, pipeline, command_line=None):
+    """The content of `config.json` for `config` (an ExperimentConfig).
+
+    Args:
+        config: the run's `ExperimentConfig`.
+        pipeline: the `PipelineConfig` of its training batches.
+        command_line: str or None, the command that started it.
+
+    Returns:
+        dict with `experiment` (every ExperimentConfig field), `model` (the
+        resolved TransformerConfig: the preset with the overrides applied,
+        which `keras-transformer average/export --config` read), `pipeline`,
+        `training` (the label smoothing used), `versions` and `command_lines`
+        (this one last).
+    """
+    return json.loads(
+        json.dumps(
+            {
+                "format": FORMAT_VERSION,
+                "experiment": config.to_dict(),
+                "model": config.model_config().to_dict(),
+                "training": _resolved_training(config),
+                "pipeline": pipeline.to_dict(),
+                "versions": library_versions(),
+                "command_lines": [command_line] if command_line else [],
+            }
+        )
+    )
+
+
+def read_run_config(path):
+    """The dict of a `config.json`; ValueError/OSError name the file."""
+    with open(path, encoding="utf-8") as file:
+        try:
+            settings = json.load(file)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path} must hold a JSON object. Received: {type(settings).__name__}")
+    return settings
+
+
+def _differences(recorded, settings):
+    """`{name: (recorded, asked)}` of the settings a resume must keep."""
+    changed = {}
+    old, new = recorded.get("experiment", {}), settings["experiment"]
+    for name in sorted(set(old) & set(new) - set(MAY_CHANGE_ON_RESUME)):
+        before, after = old[name], new[name]
+        if name == "data_dir" and before and after:
+            before, after = os.path.abspath(before), os.path.abspath(after)
+        if before != after:
+            changed[name] = (old[name], new[name])
+    for section in ("model", "training"):
+        old, new = recorded.get(section, {}), settings[section]
+        for name in sorted(set(old) & set(new)):
+            if old[name] != new[name] and name not in changed:
+                changed[name] = (old[name], new[name])
+    return changed
+
+
+def check_resumed_settings(settings, output_dir):
+    """The recorded `config.json` of `output_dir`, after checking `settings` may resume it.
+
+    Args:
+        settings: `run_settings(...)` of the new command.
+        output_dir: str, the run directory.
+
+    Returns:
+        The recorded dict, or None for a new run (no `config.json` yet).
+
+    Raises:
+        ValueError: a setting that shapes the trained state differs, one line
+            naming each such setting's recorded and asked values.
+    """
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    if not os.path.exists(path):
+        return None
+    recorded = read_run_config(path)
+    changed = _differences(recorded, settings)
+    if changed:
+
+        def listed(index):
+            return ", ".join(f"{name}={pair[index]!r}" for name, pair in changed.items())
+
+        raise ValueError(
+            f"{output_dir}: the run was started with {listed(0)}; this command asks for "
+            f"{listed(1)} (resuming must keep the model and data settings; use a new "
+            "--output-dir)"
+        )
+    return recorded
+
+
+def write_run_config(settings, output_dir, recorded=None):
+    """Writes `settings` to `{output_dir}/config.json` atomically; returns the path.
+
+    A resumed run's file keeps the earlier command lines before this one.
+    """
+    if recorded is not None:
+        earlier = recorded.get("command_lines", [])
+        settings = {**settings, "command_lines": [*earlier, *settings["command_lines"]]}
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    with atomic_output(path, "w") as file:
+        file.write(json.dumps(settings, indent=2) + "\n")
+    return path
