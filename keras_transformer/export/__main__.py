@@ -150,10 +150,10 @@ def main(argv=None):
         parser.error(f"--alpha must be >= 0. Received: {args.alpha}")
     if args.max_source_length is not None and args.max_source_length < 1:
         parser.error(f"--max-source-length must be >= 1. Received: {args.max_source_length}")
-    _resolve_model(parser, args)
     output_is_empty_folder = os.path.isdir(args.output) and not os.listdir(args.output)
     if os.path.exists(args.output) and not (args.overwrite or output_is_empty_folder):
         parser.fail(f"--output {args.output} exists; pass --overwrite to replace it")
+    _resolve_model(parser, args)
     for name in ("model", "weights", "tokenizer", "config"):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
