@@ -44,12 +44,14 @@ QUICKSTART = ExperimentConfig(
     preset="base",
     model_overrides={"num_layers": 2, "d_model": 128, "num_heads": 4, "intermediate_dim": 512},
     token_budget=4096,
-    train_steps=2500,
+    # 10 passes over the 20,000 pairs, minutes on 2 CPU cores without AVX-512; BLEU 95.7
+    # on the 500 test sentences (2,500 steps: 99.4; docs/results.md has both).
+    train_steps=1000,
     # A short warmup and a doubled rate suit a small model trained briefly.
     warmup_steps=400,
     learning_rate_scale=2.0,
     checkpoint_every_minutes=None,
-    checkpoint_every_steps=250,
+    checkpoint_every_steps=50,
     average_last=5,
     metrics=("bleu", "chrf"),
 )
