@@ -57,6 +57,12 @@ class ExperimentConfig(DataclassConfig):
     # Schedule warmup (5.3: 4000) and multiplier (1.0).
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
+    # Rate the linear warmup starts from (paper: 0; fairseq's --warmup-init-lr, e.g. 1e-7).
+    warmup_initial_rate: float = 0.0
+    # Clip each update's gradient to this global norm (paper: None, no clipping; fairseq: 25).
+    clip_norm: float | None = None
+    # Adam's epsilon (5.3: 1e-9; fairseq's default 1e-8).
+    adam_epsilon: float = 1e-9
     # Label smoothing (5.4: 0.1); None takes the preset's (Table 3 row D varies it).
     label_smoothing: float | None = None
     # Checkpoint interval (6.1: every 10 minutes) and/or every N updates.
@@ -111,6 +117,10 @@ class ExperimentConfig(DataclassConfig):
                 f"`pipeline_overrides` may set {', '.join(PIPELINE_OVERRIDES)} (the run sets the "
                 f"other PipelineConfig fields itself). Received: {unknown}"
             )
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"`clip_norm` must be positive or None. Received: {self.clip_norm!r}")
+        if not self.adam_epsilon > 0:
+            raise ValueError(f"`adam_epsilon` must be positive. Received: {self.adam_epsilon!r}")
         if self.train_steps is not None and self.train_steps < 1:
             raise ValueError(f"`train_steps` must be >= 1. Received: {self.train_steps}")
         if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:

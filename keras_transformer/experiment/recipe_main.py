@@ -128,6 +128,26 @@ def build_parser(defaults, description, prog=None):
         help=f"Multiplier of the schedule (paper: 1). Default: {defaults.learning_rate_scale}",
     )
     add(
+        "--warmup-initial-rate",
+        type=float,
+        default=defaults.warmup_initial_rate,
+        help="Rate the linear warmup starts from (paper: 0; fairseq's --warmup-init-lr). "
+        f"Default: {defaults.warmup_initial_rate}",
+    )
+    add(
+        "--clip-norm",
+        type=float,
+        default=defaults.clip_norm,
+        help="Clip each update's gradient to this global norm (paper: none; fairseq: 25). "
+        f"Default: {defaults.clip_norm}",
+    )
+    add(
+        "--adam-epsilon",
+        type=float,
+        default=defaults.adam_epsilon,
+        help=f"Adam's epsilon (paper 5.3: 1e-9; fairseq: 1e-8). Default: {defaults.adam_epsilon}",
+    )
+    add(
         "--checkpoint-every-minutes",
         type=float,
         default=defaults.checkpoint_every_minutes,
