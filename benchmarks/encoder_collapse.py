@@ -5,9 +5,10 @@ the recipe's optimizer, schedule and batches) for a few hundred updates,
 once per variant from the same seed, and prints after every chunk of updates:
 
 - the training loss and the valid perplexity (teacher-forced, no smoothing);
-- how alike the encoder's outputs are across positions: the mean cosine
-  similarity of every pair of positions, averaged over a few training
-  sentences (1.0: every position carries the same vector);
+- how alike the encoder's outputs are across positions (also before the
+  first update): the mean cosine similarity of every pair of positions,
+  averaged over a few training sentences (1.0: every position carries the
+  same vector);
 - how peaked the encoder-decoder attention is, per decoder layer: the mean
   over heads and target positions of the largest weight times the source
   length (1.0: uniform over the source; larger: focused).
@@ -170,6 +171,11 @@ def run_variant(args, name, tokenizer, train_for, valid, probes):
             flush=True,
         )
 
+    cosine, peaks = collapse_indicators(model, probes)
+    rows.append((0, cosine, None))
+    peak_text = " ".join(f"{peak:5.2f}" for peak in peaks)
+    print(f"{name:<28} {0:>6} {'':>7} {'':>9} {cosine:>8.3f}   {peak_text}", flush=True)
+
     # One `fit`, so the batches run on through the data (a new `fit` restarts the dataset).
     model.fit(
         train.dataset,
@@ -214,11 +220,14 @@ def main():
     results = {
         name: run_variant(args, name, tokenizer, train_for, valid, probes) for name in args.variants
     }
-    first, last = results[args.variants[0]][0][0], args.steps // args.chunks * args.chunks
-    print(f"\n| variant | encoder cosine at {first} | encoder cosine at {last} "
-          f"| valid perplexity at {last} |\n|---|---|---|---|")  # fmt: skip
+    chunk = args.steps // args.chunks
+    print(f"\n| variant | encoder cosine at init | at {chunk} updates | at {args.steps} updates "
+          f"| valid perplexity at {args.steps} |\n|---|---|---|---|---|")  # fmt: skip
     for name, rows in results.items():
-        print(f"| {name} | {rows[0][1]:.3f} | {rows[-1][1]:.3f} | {rows[-1][2]:.2f} |")
+        print(
+            f"| {name} | {rows[0][1]:.3f} | {rows[1][1]:.3f} | {rows[-1][1]:.3f} "
+            f"| {rows[-1][2]:.1f} |"
+        )
 
 
 if __name__ == "__main__":
