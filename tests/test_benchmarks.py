@@ -159,3 +159,24 @@ def test_decoding_speed_runs(data_dir):
     # returns the cached search's tokens (and scores up to rounding). No speed is asserted.
     assert re.search(r"^cached == uncached: same tokens in all 2 sentences", output, re.M), output
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
+
+
+@tensorflow_only
+def test_encoder_collapse_variants_combine_fairseqs_settings():
+    collapse = load_benchmark("encoder_collapse")
+    assert collapse.variant_settings("post-ln") == (False, {}, {}, None)
+    assert collapse.variant_settings("pre-ln") == (True, {}, {}, None)
+    assert collapse.variant_settings("clip-norm-25") == (False, {}, {"global_clipnorm": 25.0}, None)
+    everything = collapse.variant_settings("fairseq")
+    assert everything == (
+        False,
+        {"attention_bias": True, "attention_initializer": "xavier_fused_qkv"},
+        {"global_clipnorm": 25.0, "epsilon": 1e-8, "initial_rate": 1e-7},
+        8192,
+    )
+    _, model, optimizer, budget = collapse.variant_settings("fairseq-without-batch-8192")
+    assert (model, optimizer, budget) == (everything[1], everything[2], None)
+    _, model, _, _ = collapse.variant_settings("fairseq-without-fused-qkv-init")
+    assert model == {"attention_bias": True}
+    with pytest.raises(Exception, match="unknown variant 'fairseq-without-dropout'"):
+        collapse.variant_name("fairseq-without-dropout")
