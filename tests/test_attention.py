@@ -5,6 +5,7 @@ from conftest import to_numpy
 from references import numpy_attention
 
 from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.layers.matrix_glorot_uniform import MatrixGlorotUniform
 
 
 @pytest.mark.parametrize("use_bias", [False, True])
@@ -115,6 +116,40 @@ def test_config_round_trip_and_bad_arguments():
         MultiHeadAttention(num_heads=0, key_dim=8)
     with pytest.raises(ValueError, match=r"dropout=1\.5"):
         MultiHeadAttention(num_heads=2, key_dim=8, dropout=1.5)
+
+
+def test_matrix_glorot_uniform_variance_is_xaviers():
+    # U(-L, L) has variance L^2 / 3 = 2 / (fan_in + fan_out).
+    for shape, input_axes, fan_out, fans in (
+        ((256, 8, 32), 1, None, 256 + 256),
+        ((8, 32, 256), 2, None, 256 + 256),
+        ((256, 8, 32), 1, 3 * 256, 256 + 3 * 256),
+    ):
+        initializer = MatrixGlorotUniform(input_axes=input_axes, fan_out=fan_out, seed=3)
+        values = to_numpy(initializer(shape))
+        assert initializer.limit(shape) == pytest.approx((6 / fans) ** 0.5)
+        assert np.abs(values).max() <= initializer.limit(shape)
+        assert values.var() == pytest.approx(2 / fans, rel=0.03)
+    restored = keras.initializers.deserialize(keras.initializers.serialize(initializer))
+    assert restored.get_config() == {"input_axes": 1, "fan_out": 768, "seed": 3}
+    with pytest.raises(ValueError, match="input_axes=0"):
+        MatrixGlorotUniform(input_axes=0)
+
+
+@pytest.mark.parametrize("initializer, qkv_variance", [
+    ("glorot_uniform", 2 / (256 + 256)),  # Xavier per (d_model, d_model) projection
+    ("xavier_fused_qkv", 2 / (256 + 3 * 256)),  # fairseq: one (3 d_model, d_model) matrix
+])  # fmt: skip
+def test_attention_initializers_give_the_closed_form_variances(initializer, qkv_variance):
+    layer = MultiHeadAttention(num_heads=8, key_dim=32, kernel_initializer=initializer)
+    layer.build((None, None, 256))
+    for dense in (layer.query_dense, layer.key_dense, layer.value_dense):
+        assert to_numpy(dense.kernel).var() == pytest.approx(qkv_variance, rel=0.04)
+    assert to_numpy(layer.output_dense.kernel).var() == pytest.approx(2 / 512, rel=0.04)
+    clone = MultiHeadAttention.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    clone.build((None, None, 256))
+    assert to_numpy(clone.query_dense.kernel).var() == pytest.approx(qkv_variance, rel=0.04)
 
 
 @pytest.mark.parametrize("length, index", [(1, 0), (1, 5), (3, 2), (3, 6)])

@@ -190,3 +190,24 @@ def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     # near-ties that float32 rounding decides differently in the two decoders.
     # tests/test_ctranslate2_export.py compares them on a trained model.
     assert re.search(r"same output tokens \(ours, ctranslate2 float32\): \d+ of 8", output)
+
+
+@tensorflow_only
+def test_encoder_collapse_variants_combine_fairseqs_settings():
+    collapse = load_benchmark("encoder_collapse")
+    assert collapse.variant_settings("post-ln") == (False, {}, {}, None)
+    assert collapse.variant_settings("pre-ln") == (True, {}, {}, None)
+    assert collapse.variant_settings("clip-norm-25") == (False, {}, {"global_clipnorm": 25.0}, None)
+    everything = collapse.variant_settings("fairseq")
+    assert everything == (
+        False,
+        {"attention_bias": True, "attention_initializer": "xavier_fused_qkv"},
+        {"global_clipnorm": 25.0, "epsilon": 1e-8, "initial_rate": 1e-7},
+        8192,
+    )
+    _, model, optimizer, budget = collapse.variant_settings("fairseq-without-batch-8192")
+    assert (model, optimizer, budget) == (everything[1], everything[2], None)
+    _, model, _, _ = collapse.variant_settings("fairseq-without-fused-qkv-init")
+    assert model == {"attention_bias": True}
+    with pytest.raises(Exception, match="unknown variant 'fairseq-without-dropout'"):
+        collapse.variant_name("fairseq-without-dropout")

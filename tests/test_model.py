@@ -115,6 +115,23 @@ def test_save_and_load_round_trips_exactly(tiny_config, tmp_path):
         np.testing.assert_array_equal(to_numpy(before), to_numpy(after))
 
 
+def test_attention_initializer_reaches_every_attention_and_round_trips(tiny_config):
+    config = tiny_config.replace(attention_initializer="xavier_fused_qkv", attention_bias=True)
+    model = Seq2SeqTransformer(config)
+    model.build()
+    restored = Seq2SeqTransformer.from_config(model.get_config())
+    assert restored.config == config
+    blocks = [*model.encoder_blocks, *model.decoder_blocks]
+    attentions = [b.self_attention for b in blocks] + [
+        b.cross_attention for b in model.decoder_blocks
+    ]
+    assert {a.get_config()["kernel_initializer"] for a in attentions} == {"xavier_fused_qkv"}
+    limit = (6 / (4 * config.d_model)) ** 0.5
+    for attention in attentions:
+        kernel = to_numpy(attention.query_dense.kernel)
+        assert np.abs(kernel).max() <= limit < 1.5 * np.abs(kernel).max()
+
+
 def test_attention_weights_are_distributions_with_padding_masked(tiny_config):
     model = Seq2SeqTransformer(tiny_config)
     inputs = make_inputs(np.random.default_rng(5), tiny_config)
@@ -197,6 +214,7 @@ def test_presets_cover_the_paper():
         ({"dropout": 1.0}, r"dropout=1.0"),
         ({"position_embedding": "rotary"}, r"position_embedding='rotary'"),
         ({"pad_id": 99}, r"pad_id=99"),
+        ({"attention_initializer": "he"}, r"attention_initializer='he'"),
     ],
 )
 def test_bad_config_arguments_name_argument_and_value(tiny_config, changes, message):

@@ -121,6 +121,13 @@ class ExperimentConfig(DataclassConfig):
     )
     warmup_steps: int = setting(4000, "Learning-rate warmup steps (5.3: 4000).")
     learning_rate_scale: float = setting(1.0, "Multiplier of the schedule (paper: 1).")
+    warmup_initial_rate: float = setting(
+        0.0, "Rate the linear warmup starts from (paper: 0; fairseq's --warmup-init-lr: 1e-7)."
+    )
+    clip_norm: float | None = setting(
+        None, "Clip each update's gradient to this global norm (paper: none; fairseq: 25)."
+    )
+    adam_epsilon: float = setting(1e-9, "Adam's epsilon (5.3: 1e-9; fairseq's default: 1e-8).")
     label_smoothing: float | None = setting(
         None, "Label smoothing (5.4: 0.1); none takes the preset's (Table 3 row D varies it)."
     )
@@ -203,6 +210,11 @@ class ExperimentConfig(DataclassConfig):
             raise ValueError(
                 f"`label_smoothing` must be in [0, 1). Received: {self.label_smoothing!r}"
             )
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"`clip_norm` must be positive or None. Received: {self.clip_norm!r}")
+        if not self.adam_epsilon > 0:
+            raise ValueError(f"`adam_epsilon` must be positive. Received: {self.adam_epsilon!r}")
+        _at_least(self, 0, "warmup_initial_rate")
         if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:
             raise ValueError("Set `checkpoint_every_minutes`, `checkpoint_every_steps` or both.")
         if len(self.synthetic_sizes) != 3 or min(self.synthetic_sizes) < 1:

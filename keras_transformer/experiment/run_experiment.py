@@ -247,6 +247,9 @@ def _run(config, distribution, output_dir, start_time):
                 warmup_steps=config.warmup_steps,
                 scale=config.learning_rate_scale,
                 accumulation_steps=config.accumulation_steps,
+                initial_rate=config.warmup_initial_rate,
+                epsilon=config.adam_epsilon,
+                **({} if config.clip_norm is None else {"global_clipnorm": config.clip_norm}),
             ),
             loss=LabelSmoothedCrossEntropy(
                 label_smoothing=smoothing,

@@ -9,6 +9,7 @@ from keras import ops
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import add_bias
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
+from keras_transformer.layers.matrix_glorot_uniform import MatrixGlorotUniform
 from keras_transformer.layers.utils import clone_initializer, update_cache
 
 
@@ -42,7 +43,11 @@ class MultiHeadAttention(keras.layers.Layer):
             (0.0); it is an option.
         use_bias: bool. Whether the projections have biases. The paper's
             `W^Q`, `W^K`, `W^V`, `W^O` have none (default `False`).
-        kernel_initializer: initializer for the projection kernels.
+        kernel_initializer: initializer for the projection kernels: a Keras
+            initializer (`EinsumDense` gives `"glorot_uniform"` the fans of
+            each projection's matrix), or `"xavier_fused_qkv"`: `W^Q`, `W^K`,
+            `W^V` drawn as one (d_model, h * (2 d_k + d_v)) Xavier matrix, as
+            fairseq does, and `W^O` Xavier.
         bias_initializer: initializer for the projection biases.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
@@ -112,16 +117,28 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.dropout = dropout
         self.use_bias = use_bias
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        if kernel_initializer == "xavier_fused_qkv":
+            self.kernel_initializer = kernel_initializer
+        else:
+            self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = False
+
+    def _kernel_initializer(self, name):
+        """A fresh initializer for the kernel of projection `name`."""
+        if self.kernel_initializer == "xavier_fused_qkv":
+            if name == "output":
+                return keras.initializers.GlorotUniform()
+            fused = self.num_heads * (2 * self.key_dim + self.value_dim)
+            return MatrixGlorotUniform(input_axes=1, fan_out=fused)
+        return clone_initializer(self.kernel_initializer)
 
     def _projection(self, equation, output_shape, bias_axes, name):
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
+            kernel_initializer=self._kernel_initializer(name),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
@@ -287,7 +304,11 @@ class MultiHeadAttention(keras.layers.Layer):
                 "output_dim": self.output_dim,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "kernel_initializer": (
+                    self.kernel_initializer
+                    if isinstance(self.kernel_initializer, str)
+                    else keras.initializers.serialize(self.kernel_initializer)
+                ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )

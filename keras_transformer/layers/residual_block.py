@@ -32,6 +32,7 @@ class ResidualBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        attention_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -54,6 +55,7 @@ class ResidualBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.attention_initializer = attention_initializer
 
     def _attention(self, name):
         return MultiHeadAttention(
@@ -62,7 +64,9 @@ class ResidualBlock(keras.layers.Layer):
             value_dim=self.value_dim,
             dropout=self.attention_dropout,
             use_bias=self.attention_bias,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
+            kernel_initializer=(
+                self.attention_initializer or clone_initializer(self.kernel_initializer)
+            ),
             bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
             name=name,
@@ -112,6 +116,7 @@ class ResidualBlock(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "attention_initializer": self.attention_initializer,
             }
         )
         return config

@@ -29,6 +29,9 @@ class TransformerEncoderBlock(ResidualBlock):
         layer_norm_epsilon: float. LayerNorm epsilon.
         kernel_initializer: initializer for all kernels.
         bias_initializer: initializer for all biases.
+        attention_initializer: str or None. Kernel initializer of the
+            attention projections instead of `kernel_initializer`, a name
+            `MultiHeadAttention` takes (e.g. `"xavier_fused_qkv"`).
         **kwargs: base `keras.layers.Layer` arguments.
 
     Call arguments:

@@ -111,6 +111,7 @@ class Seq2SeqTransformer(keras.Model):
             "dropout": c.dropout,
             "attention_dropout": c.attention_dropout,
             "attention_bias": c.attention_bias,
+            "attention_initializer": c.attention_initializer,
             "activation_dropout": c.activation_dropout,
             "normalize_first": c.normalize_first,
             "layer_norm_epsilon": c.layer_norm_epsilon,

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 
+from keras_transformer.layers.matrix_glorot_uniform import ATTENTION_INITIALIZERS
 from keras_transformer.utils.dataclass_config import DataclassConfig
 
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
@@ -39,6 +40,10 @@ class TransformerConfig(DataclassConfig):
     activation_dropout: float = 0.0
     # Biases in the attention projections; the paper's W^Q, W^K, W^V, W^O have none (3.2.2).
     attention_bias: bool = False
+    # Attention projections' initialization (the paper gives none): "glorot_uniform" (Xavier
+    # over each (d_model, d_model) projection) or "xavier_fused_qkv" (W^Q, W^K, W^V drawn as
+    # one (d_model, 3 d_model) Xavier matrix, 1/sqrt(2) the scale, as fairseq does).
+    attention_initializer: str = "glorot_uniform"
     # "sinusoidal" (3.5) or "learned" (Table 3 row E).
     position_embedding: str = "sinusoidal"
     # Positions a learned position embedding covers; unused by the sinusoid.
@@ -106,6 +111,11 @@ class TransformerConfig(DataclassConfig):
             rate = getattr(self, name)
             if not 0.0 <= rate < 1.0:
                 raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate!r}")
+        if self.attention_initializer not in ATTENTION_INITIALIZERS:
+            raise ValueError(
+                f"`attention_initializer` must be one of {ATTENTION_INITIALIZERS}. "
+                f"Received: attention_initializer={self.attention_initializer!r}"
+            )
         if self.position_embedding not in POSITION_EMBEDDINGS:
             raise ValueError(
                 f"`position_embedding` must be one of {POSITION_EMBEDDINGS}. "

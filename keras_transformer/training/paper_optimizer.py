@@ -4,7 +4,9 @@ from keras_transformer.training.fused_adam import FusedAdam
 from keras_transformer.training.transformer_schedule import TransformerSchedule
 
 
-def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1, **adam_kwargs):
+def paper_optimizer(
+    d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1, initial_rate=0.0, **adam_kwargs
+):
     """Adam with the paper's betas and epsilon and the schedule of 5.3.
 
     Args:
@@ -16,6 +18,8 @@ def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1,
             updates. For token-weighted accumulation, build the dataset with
             the same `accumulation_steps` and use the loss with
             `reduction="sum"` (see `docs/training.md`).
+        initial_rate: float. Rate the linear warmup starts from (paper: 0;
+            fairseq's `--warmup-init-lr`, e.g. 1e-7).
         **adam_kwargs: other `keras.optimizers.Adam` arguments (for example
             `clipnorm`); they may also override the paper's `beta_1`,
             `beta_2` and `epsilon`.
@@ -38,6 +42,10 @@ def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1,
     if accumulation_steps > 1:
         settings["gradient_accumulation_steps"] = accumulation_steps
     schedule = TransformerSchedule(
-        d_model, warmup_steps=warmup_steps, scale=scale, accumulation_steps=accumulation_steps
+        d_model,
+        warmup_steps=warmup_steps,
+        scale=scale,
+        accumulation_steps=accumulation_steps,
+        initial_rate=initial_rate,
     )
     return FusedAdam(learning_rate=schedule, **settings)
