@@ -79,7 +79,8 @@ class ExperimentConfig(DataclassConfig):
     export: bool = True
     # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),
     # "data_parallel" (JAX keras.distribution over all devices; over several processes
-    # when KERAS_DISTRIBUTION_NUM_PROCESSES > 1, see docs/architecture.md).
+    # when KERAS_DISTRIBUTION_NUM_PROCESSES > 1, see docs/architecture.md). Torch: "none"
+    # only (Keras 3 has no multi-device `fit` on torch).
     distribution: str = "none"
     # Mixed precision policy: None (float32), "mixed_bfloat16" or "mixed_float16".
     precision: str | None = None

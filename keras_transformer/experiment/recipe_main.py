@@ -167,7 +167,7 @@ def build_parser(defaults, description, prog=None):
         "with TF_CONFIG (TensorFlow); data_parallel: all devices (JAX), and with "
         "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID one process per "
         "machine. Processes after the first write in a subfolder of --output-dir "
-        "(worker-1, process-1, ...). "
+        "(worker-1, process-1, ...). On torch only none (one device). "
         f"Default: {defaults.distribution}",
     )
     add(
