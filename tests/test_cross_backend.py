@@ -17,7 +17,6 @@ import pytest
 from conftest import random_token_ids, to_numpy
 
 from keras_transformer import Seq2SeqTransformer
-
 from keras_transformer.decoding import build_beam_search, build_greedy_search
 
 OTHER_BACKEND = {"tensorflow": "jax", "jax": "torch", "torch": "tensorflow"}[
@@ -65,7 +64,7 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.parametrize("variant", [{}, {"normalize_first": True, "key_dim": 2, "value_dim": 6}])
-def test_same_weights_same_logits_and_translations_on_the_other_backend(tiny_config, tmp_path, variant):
+def test_same_weights_same_logits_and_outputs_on_the_next_backend(tiny_config, tmp_path, variant):
     try:
         importlib.import_module(OTHER_BACKEND)
     except ImportError as error:
