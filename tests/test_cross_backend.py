@@ -1,4 +1,8 @@
-"""The same weights give the same logits on the TensorFlow and JAX backends."""
+"""The same weights give the same logits and translations on TensorFlow, JAX and torch.
+
+Each backend's suite compares itself with the next backend of a cycle (TensorFlow with
+JAX, JAX with torch, torch with TensorFlow), so CI's three suites check every pair once.
+"""
 
 import importlib
 import json
@@ -13,8 +17,12 @@ import pytest
 from conftest import random_token_ids, to_numpy
 
 from keras_transformer import Seq2SeqTransformer
+from keras_transformer.decoding import build_beam_search, build_greedy_search
 
-OTHER_BACKEND = {"tensorflow": "jax", "jax": "tensorflow"}[keras.backend.backend()]
+OTHER_BACKEND = {"tensorflow": "jax", "jax": "torch", "torch": "tensorflow"}[
+    keras.backend.backend()
+]
+BOS, EOS = 2, 3
 # 1 (set in CI): fail rather than skip when the other backend is not installed.
 REQUIRE_ALL_BACKENDS = os.environ.get("KERAS_TRANSFORMER_REQUIRE_ALL_BACKENDS") == "1"
 
@@ -24,6 +32,7 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     import keras
     from keras_transformer import Seq2SeqTransformer
+    from keras_transformer.decoding import build_beam_search, build_greedy_search
 
     workdir = sys.argv[1]
     with open(f"{workdir}/config.json") as f:
@@ -42,14 +51,20 @@ SCRIPT = textwrap.dedent(
     for t in range(decoder_token_ids.shape[1]):
         step, cache = model.decode(decoder_token_ids[:, t : t + 1], cache, t)
         steps.append(keras.ops.convert_to_numpy(step))
+    source = inputs["encoder_token_ids"]
+    beam = build_beam_search(model, bos_id=2, eos_id=3, num_results=2, max_extra_length=4)
+    beam_tokens, beam_scores = map(keras.ops.convert_to_numpy, beam(source))
+    greedy = build_greedy_search(model, bos_id=2, eos_id=3, max_extra_length=4)
+    greedy_tokens, greedy_scores = map(keras.ops.convert_to_numpy, greedy(source))
     np.savez(f"{workdir}/out.npz", logits=logits, steps=np.concatenate(steps, axis=1),
-             backend=keras.backend.backend())
+             beam_tokens=beam_tokens, beam_scores=beam_scores, greedy_tokens=greedy_tokens,
+             greedy_scores=greedy_scores, backend=keras.backend.backend())
     """
 )
 
 
 @pytest.mark.parametrize("variant", [{}, {"normalize_first": True, "key_dim": 2, "value_dim": 6}])
-def test_same_weights_same_logits_on_the_other_backend(tiny_config, tmp_path, variant):
+def test_same_weights_same_logits_and_outputs_on_the_next_backend(tiny_config, tmp_path, variant):
     try:
         importlib.import_module(OTHER_BACKEND)
     except ImportError as error:
@@ -82,3 +97,12 @@ def test_same_weights_same_logits_on_the_other_backend(tiny_config, tmp_path, va
     np.testing.assert_allclose(other["logits"], logits, atol=1e-5)
     # Every cached step on the other backend matches this backend's full forward pass.
     np.testing.assert_allclose(other["steps"], logits, atol=1e-5)
+    # Cached beam (4 beams, alpha 0.6, two results) and greedy search: the same tokens.
+    source = inputs["encoder_token_ids"]
+    beam = build_beam_search(model, bos_id=BOS, eos_id=EOS, num_results=2, max_extra_length=4)
+    greedy = build_greedy_search(model, bos_id=BOS, eos_id=EOS, max_extra_length=4)
+    for name, search in (("beam", beam), ("greedy", greedy)):
+        tokens, scores = map(to_numpy, search(source))
+        assert (tokens[..., 0] != 0).any()  # some hypothesis is not empty
+        np.testing.assert_array_equal(other[f"{name}_tokens"], tokens)
+        np.testing.assert_allclose(other[f"{name}_scores"], scores, atol=1e-5)

@@ -28,10 +28,14 @@ def numpy_hash_bits(size, seed):
 @pytest.mark.parametrize("seed", [(0, 0), (7, 1), (2**32 - 1, 123456789)])
 def test_hash_bits_match_an_independent_numpy_computation(seed):
     bits = to_numpy(hash_bits((3, 5, 7), np.array(seed, dtype="uint32")))
-    assert bits.dtype == np.uint32
+    # Keras holds "uint32" as int64 on torch, which lacks uint32 shifts.
+    assert bits.dtype == (np.int64 if keras.backend.backend() == "torch" else np.uint32)
     np.testing.assert_array_equal(bits.reshape(-1), numpy_hash_bits(105, seed))
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch", reason="decoding and training run eagerly on torch"
+)
 def test_hash_bits_under_a_traced_function_with_unknown_shape():
     seed = np.array([3, 4], dtype="uint32")
     expected = numpy_hash_bits(6 * 11, (3, 4)).reshape(6, 11)
@@ -128,7 +132,8 @@ def test_config_round_trip_and_bad_arguments():
     with pytest.raises(ValueError, match=r"mask_generator.*Received: mask_generator='philox'"):
         Dropout(0.1, mask_generator="philox")
     if keras.backend.backend() != "tensorflow":
-        with pytest.raises(ValueError, match=r"philox16.*TensorFlow.*backend \"jax\""):
+        backend = keras.backend.backend()
+        with pytest.raises(ValueError, match=rf"philox16.*TensorFlow.*backend \"{backend}\""):
             Dropout(0.1, mask_generator="philox16")
 
 

@@ -1,8 +1,8 @@
 """The SavedModel for TF Serving translates like `Translator`, without Keras, this package or XLA.
 
-The model is trained for a few steps on the backend under test; under JAX it is exported
+The model is trained for a few steps on the backend under test; under JAX or torch it is exported
 through the TensorFlow-backend subprocess (`python -m keras_transformer.export`), as a user
-on JAX would.
+on JAX or torch would.
 """
 
 import json
@@ -42,7 +42,7 @@ SIGNATURE_SPECS = [
     ("translate_ids", "outputs", "scores", tf.float32, (None,)),
     ("translate_ids", "outputs", "truncated", tf.bool, (None,)),
 ]
-# tensorflow-text imports Keras for its own layers: keep that Keras off JAX.
+# tensorflow-text imports Keras for its own layers: keep that Keras off JAX and torch.
 SUBPROCESS_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
 
 FRESH_PROCESS_SCRIPT = (
@@ -51,7 +51,7 @@ FRESH_PROCESS_SCRIPT = (
         import json, sys
 
         # This package, keras-hub and JAX must not be needed: importing them fails.
-        for name in ("keras_transformer", "keras_hub", "jax"):
+        for name in ("keras_transformer", "keras_hub", "jax", "torch"):
             sys.modules[name] = None
         import tensorflow as tf
         """

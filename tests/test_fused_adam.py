@@ -75,6 +75,34 @@ def test_under_loss_scaling_equals_keras_adam(tiny_config):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_updates_follow_adams_closed_form():
+    """Three updates of two variables against Adam's formula in numpy, on every backend.
+
+    On torch this is the update of all variables at once (`torch._foreach_*`).
+    """
+    rng = np.random.default_rng(3)
+    initial = [rng.normal(size=(3, 4)).astype("float32"), rng.normal(size=(5,)).astype("float32")]
+    gradients = [[rng.normal(size=w.shape).astype("float32") for w in initial] for _ in range(3)]
+    variables = [keras.Variable(w) for w in initial]
+    optimizer = FusedAdam(**ARGUMENTS)
+    optimizer.build(variables)
+    lr, b1, b2, eps = (ARGUMENTS[k] for k in ("learning_rate", "beta_1", "beta_2", "epsilon"))
+    expected = [w.astype("float64") for w in initial]
+    m = [np.zeros_like(w) for w in expected]
+    v = [np.zeros_like(w) for w in expected]
+    for t, step_gradients in enumerate(gradients, start=1):
+        optimizer.apply([keras.ops.convert_to_tensor(g) for g in step_gradients], variables)
+        for i, g in enumerate(step_gradients):
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g.astype("float64") ** 2
+            alpha = lr * np.sqrt(1 - b2**t) / (1 - b1**t)
+            expected[i] = expected[i] - alpha * m[i] / (np.sqrt(v[i]) + eps)
+    for variable, want, start in zip(variables, expected, initial, strict=True):
+        got = keras.ops.convert_to_numpy(variable)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert np.abs(got - start).min() > 1e-3  # every element moved
+
+
 def test_paper_optimizer_is_fused_and_round_trips_its_config():
     optimizer = paper_optimizer(512)
     assert isinstance(optimizer, FusedAdam)

@@ -20,6 +20,12 @@ def gradients(x, w, upstream, transpose_kernel=False):
 
         # jit: the form the trainer runs (the custom gradient is traced, then compiled).
         return [np.asarray(g) for g in jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)]
+    if keras.backend.backend() == "torch":
+        import torch
+
+        x, w = (torch.as_tensor(a).detach().requires_grad_() for a in (x, w))
+        loss = (kernel_matmul(x, w, transpose_kernel) * torch.as_tensor(upstream)).sum()
+        return list(torch.autograd.grad(loss, [x, w]))  # torch tensors: bfloat16 kept
     import tensorflow as tf
 
     x, w = tf.constant(x), tf.constant(w)

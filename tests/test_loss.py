@@ -129,6 +129,13 @@ def loss_and_gradient(loss_fn, labels, logits, jit):
         value_and_grad = jax.value_and_grad(lambda z: loss_fn(labels, z))
         loss, grad = (jax.jit(value_and_grad) if jit else value_and_grad)(logits)
         return float(loss), np.asarray(grad)
+    if keras.backend.backend() == "torch":  # eager: `jit` has no torch counterpart here
+        import torch
+
+        z = torch.tensor(logits, requires_grad=True)
+        loss = loss_fn(labels, z)
+        (grad,) = torch.autograd.grad(loss, [z])
+        return float(loss), grad.numpy()
     import tensorflow as tf
 
     def value_and_grad(z):

@@ -248,6 +248,8 @@ def test_decode_compiles_with_a_tensor_index(tiny_config):
         import jax
 
         compiled = jax.jit(model.decode)
+    elif keras.backend.backend() == "torch":
+        compiled = model.decode  # decoding runs eagerly on torch; the index is still a tensor
     else:
         import tensorflow as tf
 

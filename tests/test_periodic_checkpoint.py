@@ -126,6 +126,10 @@ def weights_in(path, config):
     return [to_numpy(w) for w in fresh.weights]
 
 
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch",
+    reason="Keras allows only steps_per_execution=1 on the PyTorch backend",
+)
 @pytest.mark.parametrize("accumulation", [None, 2])
 def test_steps_per_execution_saves_and_logs_the_right_step(tiny_config, tmp_path, accumulation):
     # With steps_per_execution=3 Keras calls the callbacks after batches 3, 6, 9 and 12.

@@ -13,7 +13,9 @@ from process_group import SMALL_MODEL, write_recipe_data
 
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
+from keras_transformer.experiment import ExperimentConfig
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -291,3 +293,29 @@ def test_optimizer_flags_reach_the_config_and_round_trip():
     assert ExperimentConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="clip_norm"):
         config.replace(clip_norm=0.0)
+
+
+# The distributions each backend lacks: keras.distribution is JAX's, tf.distribute
+# TensorFlow's, and Keras' `fit` has no multi-device form on torch.
+UNSUPPORTED = {
+    "tensorflow": ("data_parallel",),
+    "jax": ("mirrored", "multi_worker"),
+    "torch": ("mirrored", "multi_worker", "data_parallel"),
+}
+
+
+def test_distribution_the_backend_lacks_is_one_line_before_any_work(tmp_path, wmt_files):
+    backend = keras.backend.backend()
+    needed = {"data_parallel": "jax", "mirrored": "tensorflow", "multi_worker": "tensorflow"}
+    for distribution in UNSUPPORTED[backend]:
+        config = ExperimentConfig(output_dir=str(tmp_path / "x"), distribution=distribution)
+        with pytest.raises(ValueError, match=f"needs KERAS_BACKEND={needed[distribution]}"):
+            RunDistribution.from_config(config)
+    # The recipe (this backend, from the environment) stops with the message, writing nothing.
+    distribution = UNSUPPORTED[backend][0]
+    output = tmp_path / "run"
+    result = run_recipe("wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+                        "--distribution", distribution)  # fmt: skip
+    assert result.returncode == 2
+    one_error_line(result, f"distribution={distribution!r}", f"not {backend}")
+    assert not output.exists()

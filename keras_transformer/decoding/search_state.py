@@ -91,7 +91,9 @@ def compile_search(function, model):
     JAX: `jax.jit` with the model's variables passed as arguments (under a
     `StatelessScope`), so later weight updates are seen and weights are not
     baked into the program as constants. TensorFlow: a `tf.function` graph
-    (XLA off, so the same graph exports and serves without XLA).
+    (XLA off, so the same graph exports and serves without XLA). PyTorch:
+    `function` itself, run eagerly under `torch.no_grad()` (the loop's
+    data-dependent stopping and growing cache suit `torch.compile` poorly).
 
     Returns a callable with the signature of `function`; it retraces once per
     new input shape.
@@ -114,4 +116,10 @@ def compile_search(function, model):
         import tensorflow as tf
 
         return tf.function(function, reduce_retracing=True)
-    raise NotImplementedError(f"Decoding supports the tensorflow and jax backends, not {backend}.")
+    if backend == "torch":
+        import torch
+
+        return torch.no_grad()(function)
+    raise NotImplementedError(
+        f"Decoding supports the tensorflow, jax and torch backends, not {backend}."
+    )

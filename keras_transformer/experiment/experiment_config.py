@@ -165,7 +165,8 @@ class ExperimentConfig(DataclassConfig):
         "mirrored: all local GPUs (TensorFlow); multi_worker: one process per machine with "
         "TF_CONFIG (TensorFlow); data_parallel: all devices (JAX), and with "
         "KERAS_DISTRIBUTION_JOB_ADDRESSES/_NUM_PROCESSES/_PROCESS_ID one process per machine "
-        "(see docs/architecture.md).",
+        "(see docs/architecture.md); on torch, none only (Keras 3 has no multi-device fit "
+        "there).",
         choices=DISTRIBUTIONS,
     )
     precision: str | None = setting(

@@ -8,6 +8,16 @@ import keras
 
 # Keras' variable for the number of JAX processes (`keras.distribution.initialize`).
 PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+# The backend each distribution runs on: `keras.distribution` is JAX's only, and
+# `tf.distribute` TensorFlow's.
+NEEDED_BACKEND = {"data_parallel": "jax", "mirrored": "tensorflow", "multi_worker": "tensorflow"}
+# What a backend offers instead. Keras 3 has no multi-device `fit` on torch (its `fit` does
+# not run under torch's DistributedDataParallel), so torch trains on one device.
+ALTERNATIVES = {
+    "tensorflow": "'mirrored' or 'multi_worker'",
+    "jax": "'data_parallel'",
+    "torch": "'none' (Keras trains on one device on torch)",
+}
 
 
 def _jax_processes_requested():
@@ -55,11 +65,14 @@ class RunDistribution(typing.NamedTuple):
         single = {"num_processes": 1, "process_index": 0}
         if config.distribution == "none":
             return cls(contextlib.nullcontext(), 1, single, "")
+        backend = keras.backend.backend()
+        needed = NEEDED_BACKEND[config.distribution]
+        if backend != needed:
+            raise ValueError(
+                f"distribution={config.distribution!r} needs KERAS_BACKEND={needed}, not "
+                f"{backend}; use {ALTERNATIVES.get(backend, repr('none'))}."
+            )
         if config.distribution == "data_parallel":
-            if keras.backend.backend() != "jax":
-                raise ValueError(
-                    "distribution='data_parallel' is the JAX backend's; use 'mirrored'."
-                )
             import jax
 
             if _jax_processes_requested() > 1 and not jax.distributed.is_initialized():
@@ -74,11 +87,6 @@ class RunDistribution(typing.NamedTuple):
             )
             member = f"process-{index}" if index else ""
             return cls(contextlib.nullcontext(), jax.device_count(), processes, member)
-        if keras.backend.backend() != "tensorflow":
-            raise ValueError(
-                f"distribution={config.distribution!r} needs the TensorFlow backend; on JAX use "
-                "'data_parallel'."
-            )
         import tensorflow as tf
 
         if config.distribution == "mirrored":

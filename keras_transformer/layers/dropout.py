@@ -15,12 +15,20 @@ _MIX_1 = 0x85EBCA6B
 _MIX_2 = 0xC2B2AE35
 
 
+def _wrap32(h):
+    """`h` mod 2**32. Keras holds "uint32" as int64 on torch (torch lacks uint32 shifts), so
+    there products and sums are reduced by hand; elsewhere uint32 arithmetic wraps itself."""
+    if keras.backend.backend() != "torch":
+        return h
+    return ops.bitwise_and(h, ops.convert_to_tensor(0xFFFFFFFF, "int64"))
+
+
 def _mix(h):
     """MurmurHash3's 32-bit finalizer: a bijection of uint32 with full avalanche."""
     h = ops.bitwise_xor(h, ops.right_shift(h, 16))
-    h = ops.multiply(h, ops.convert_to_tensor(_MIX_1, "uint32"))
+    h = _wrap32(ops.multiply(h, ops.convert_to_tensor(_MIX_1, "uint32")))
     h = ops.bitwise_xor(h, ops.right_shift(h, 13))
-    h = ops.multiply(h, ops.convert_to_tensor(_MIX_2, "uint32"))
+    h = _wrap32(ops.multiply(h, ops.convert_to_tensor(_MIX_2, "uint32")))
     return ops.bitwise_xor(h, ops.right_shift(h, 16))
 
 
@@ -37,17 +45,17 @@ def hash_bits(shape, seed):
         seed: (2,) integer tensor.
 
     Returns:
-        uint32 tensor of `shape`.
+        uint32 tensor of `shape` (int64 holding uint32 values on torch).
     """
-    seed = ops.cast(seed, "uint32")
+    seed = _wrap32(ops.cast(seed, "uint32"))
     k0 = _mix(ops.bitwise_xor(seed[0], ops.convert_to_tensor(_GOLDEN, "uint32")))
-    k1 = _mix(ops.add(seed[1], k0))
+    k1 = _mix(_wrap32(ops.add(seed[1], k0)))
     size = 1
     for dim in shape:
         size = size * dim
     # int32 positions (TensorFlow has no uint32 range); 2**31 elements is plenty.
     index = ops.cast(ops.reshape(ops.arange(size, dtype="int32"), shape), "uint32")
-    return _mix(ops.add(_mix(ops.bitwise_xor(index, k0)), k1))
+    return _mix(_wrap32(ops.add(_mix(ops.bitwise_xor(index, k0)), k1)))
 
 
 def philox16_dropout(inputs, rate, seed):

@@ -25,6 +25,8 @@ class LayerNormalization(keras.layers.LayerNormalization):
     (`normalized_gradients`; gains in docs/performance.md). XLA fuses
     autodiff's form as well (a hand-written gradient ran slower there), so
     JAX and XLA-compiled TensorFlow keep it.
+    On PyTorch, Keras' own code runs: it calls `torch.nn.functional.layer_norm`,
+    one kernel forward and one backward.
     Inputs in float16 or bfloat16 are normalized in float32, as Keras does,
     and returned in the compute dtype.
 
@@ -55,6 +57,8 @@ class LayerNormalization(keras.layers.LayerNormalization):
 
     def call(self, inputs):
         ndim = len(inputs.shape)
+        if keras.backend.backend() == "torch":
+            return super().call(inputs)  # Keras runs torch's own fused `F.layer_norm` there
         if not (self.center and self.scale and not self.rms_scaling and self._last_axis_only(ndim)):
             return super().call(inputs)
         # At least float32 statistics, as Keras: half-precision variances lose the small values.

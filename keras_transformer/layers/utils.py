@@ -45,6 +45,8 @@ def update_cache(cache, update, index):
     demand in `tf.function`s. There the write is `TensorScatterUpdate`, a
     core op that copies the values exactly, so both paths decode the same
     numbers (and about as fast: within 5% in a beam search of the base model).
+    On torch, which decodes eagerly, the start is clamped in Python and
+    written with `ops.slice_update`.
 
     Args:
         cache: (batch, cache_length, heads, dim) tensor.
@@ -55,6 +57,9 @@ def update_cache(cache, update, index):
         A tensor of the shape and dtype of `cache`.
     """
     update = ops.cast(update, cache.dtype)
+    if keras.backend.backend() == "torch":  # torch's slice assignment does not clamp
+        last_start = cache.shape[1] - update.shape[1]
+        index = min(max(int(index), 0), last_start)  # eager: the index is a concrete value
     if keras.backend.backend() != "tensorflow":
         return ops.slice_update(cache, [0, index, 0, 0], update)
     import tensorflow as tf

@@ -23,7 +23,9 @@ class FusedAdam(keras.optimizers.Adam):
     (docs/performance.md). Everything else is Keras' `Adam`: the arguments,
     the variables (so checkpoints load either way), weight decay, clipping,
     gradient accumulation, loss scaling and the distribution strategies,
-    under which the update runs per replica as Keras' own does. On JAX, in
+    under which the update runs per replica as Keras' own does. On PyTorch
+    the update is Keras' own for `Adam` there: all variables at once through
+    `torch._foreach_*` kernels. On JAX, in
     XLA-compiled TensorFlow functions (XLA fuses Keras' ops), with `amsgrad`,
     and for sparse (`IndexedSlices`) gradients, Keras' update runs unchanged.
 
@@ -39,6 +41,18 @@ class FusedAdam(keras.optimizers.Adam):
 
     def __init__(self, *args, name="adam", **kwargs):
         super().__init__(*args, name=name, **kwargs)
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if keras.backend.backend() != "torch":
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        # Keras gives plain `Adam` on torch an update of all variables at once through
+        # `torch._foreach_*` (its `TorchParallelOptimizer`); a subclass gets the
+        # per-variable loop. The same update, applied to this optimizer's variables.
+        import torch
+        from keras.src.backend.torch.optimizers import torch_adam
+
+        with torch.no_grad():
+            torch_adam.Adam._parallel_update_step(self, grads, trainable_variables, learning_rate)
 
     def update_step(self, gradient, variable, learning_rate):
         if not self._runs_fused(gradient):
