@@ -14,7 +14,7 @@ from keras_transformer.checkpoints.training_state import (
     save_training_state,
 )
 from keras_transformer.evaluation.bleu import sacre_bleu
-from keras_transformer.evaluation.perplexity import perplexity
+from keras_transformer.evaluation.perplexity import perplexity as dev_perplexity
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.csv_log import append_log_row, truncate_log
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
@@ -69,6 +69,7 @@ class ValidationCallback(keras.callbacks.Callback):
         start_step: int or None. Batches trained on before this `fit`
             (`PeriodicCheckpoint.restore`'s value); None reads the optimizer.
         stream: text stream for the lines, or None for stderr.
+        verbose: bool. Write the lines (False: only the CSV and TensorBoard).
 
     Example:
 
@@ -97,6 +98,7 @@ class ValidationCallback(keras.callbacks.Callback):
         patience=None,
         start_step=None,
         stream=None,
+        verbose=True,
     ):
         super().__init__()
         if best_metric not in METRICS:
@@ -124,6 +126,7 @@ class ValidationCallback(keras.callbacks.Callback):
         self.patience = patience or None
         self.start_step = start_step
         self.stream = stream
+        self.verbose = verbose
         self.best = None  # the best value of `best_metric` so far
         self.best_step = None
         self.without_improvement = 0  # validations since the best
@@ -219,13 +222,18 @@ class ValidationCallback(keras.callbacks.Callback):
             self._writer.close()
             self._writer = None
 
-    def compute_metrics(self):
-        """`{"loss", "perplexity", "bleu"}` of the model as it is now (None: not measured)."""
+    def compute_metrics(self, perplexity=True, bleu=True):
+        """`{"loss", "perplexity", "bleu"}` of the model as it is now (None: not measured).
+
+        Args:
+            perplexity: bool. Measure loss and perplexity (if there are batches).
+            bleu: bool. Measure BLEU (if there are sentences).
+        """
         metrics = {"loss": None, "perplexity": None, "bleu": None}
-        if self.batches is not None:
-            metrics["perplexity"] = perplexity(self.model, self.batches)
+        if perplexity and self.batches is not None:
+            metrics["perplexity"] = dev_perplexity(self.model, self.batches)
             metrics["loss"] = math.log(metrics["perplexity"])
-        if self.sources:
+        if bleu and self.sources:
             hypotheses = self.translator.translate(self.sources, verbose=0)
             metrics["bleu"], _ = sacre_bleu(hypotheses, [self.references])
         return metrics
@@ -286,6 +294,8 @@ class ValidationCallback(keras.callbacks.Callback):
         self._writer.flush()
 
     def _print(self, line):
+        if not self.verbose:
+            return
         stream = sys.stderr if self.stream is None else self.stream
         end_live_line(stream)
         print(line, file=stream, flush=True)

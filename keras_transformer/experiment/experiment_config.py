@@ -5,6 +5,8 @@ import dataclasses
 from keras_transformer.utils.dataclass_config import DataclassConfig
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker", "data_parallel")
+VALID_METRICS = ("bleu", "perplexity")
+FINAL_MODELS = ("average", "best", "last")
 # PipelineConfig fields a run takes from `pipeline_overrides`; it sets the others itself
 # (token budget, accumulation and seed from their own fields, replicas from the distribution).
 PIPELINE_OVERRIDES = ("max_length", "min_bucket_length", "bucket_growth", "length_multiple")
@@ -72,9 +74,32 @@ class ExperimentConfig(DataclassConfig):
     metrics: tuple = ("bleu", "chrf", "tokenized_bleu")
     # Score the valid split too: per-token perplexity (no smoothing) and BLEU (Table 3's dev).
     evaluate_valid: bool = False
-    # After training, keep whichever of the kept checkpoints and their average has the
-    # lowest valid perplexity; the paper averages without selecting (6.1).
+    # After training, keep whichever of the kept checkpoints, their average and the best
+    # checkpoint scores best on the valid split by `select_metric`; the paper averages
+    # without selecting (6.1). Overrides `final_model`.
     select_on_valid: bool = False
+    # What `select_on_valid` ranks by: "perplexity" (lowest) or "bleu" (highest, the
+    # compiled `valid_search` on up to `valid_max_sentences` sentences).
+    select_metric: str = "perplexity"
+    # Validate on `valid_split` while training: dev loss, perplexity and sacreBLEU on stderr,
+    # in valid_log.csv and TensorBoard; keeps checkpoints/best.weights.h5.
+    validate: bool = True
+    # Updates between validations; None validates at every checkpoint.
+    validate_every_steps: int | None = None
+    # Valid sentences translated for the BLEU of each validation (the first N of the split;
+    # perplexity uses the whole split). 0 skips BLEU (then best_metric must be perplexity).
+    valid_max_sentences: int = 200
+    # Search of the validation BLEU: "greedy" (cheap) or "beam" (beam_size, alpha).
+    valid_search: str = "greedy"
+    # Metric that picks checkpoints/best.weights.h5: "bleu" (highest) or "perplexity" (lowest).
+    best_metric: str = "bleu"
+    # Stop after this many validations in a row without a better `best_metric`; None or 0
+    # never stops early. Averaging, selection, test scores and export still run.
+    patience: int | None = None
+    # The model scored and exported at the end: "average" of the last `average_last`
+    # checkpoints (paper 6.1), "best" (checkpoints/best.weights.h5) or "last" (the final
+    # weights).
+    final_model: str = "average"
     # Write a TF Serving SavedModel of the averaged model at the end.
     export: bool = True
     # "none", "mirrored" (TF, all local devices), "multi_worker" (TF, TF_CONFIG),
@@ -85,7 +110,9 @@ class ExperimentConfig(DataclassConfig):
     precision: str | None = None
     # Updates between lines of the training log and TensorBoard points.
     log_every_steps: int = 100
-    # Keras progress bar during fit: 0 silent, 1 bar, 2 one line per epoch.
+    # 0 silent; 1 or 2: a progress line on stderr every `log_every_steps` updates (step of
+    # max steps, loss, learning rate, tokens/s, elapsed, ETA; rewritten in place on a
+    # terminal) and a line per validation.
     verbose: int = 1
     # Seed of the data order, weights and dropout.
     seed: int = 0
@@ -115,6 +142,32 @@ class ExperimentConfig(DataclassConfig):
             raise ValueError(f"`train_steps` must be >= 1. Received: {self.train_steps}")
         if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:
             raise ValueError("Set `checkpoint_every_minutes`, `checkpoint_every_steps` or both.")
+        for name, allowed in (
+            ("best_metric", VALID_METRICS),
+            ("select_metric", VALID_METRICS),
+            ("final_model", FINAL_MODELS),
+            ("valid_search", ("greedy", "beam")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"`{name}` must be one of {allowed}. Received: {name}={getattr(self, name)!r}"
+                )
+        for name in ("validate_every_steps", "patience", "valid_max_sentences"):
+            value = getattr(self, name)
+            minimum = 1 if name == "validate_every_steps" else 0
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < minimum
+            ):
+                raise ValueError(
+                    f"`{name}` must be an int >= {minimum}"
+                    + (" or None" if name != "valid_max_sentences" else "")
+                    + f". Received: {name}={value!r}"
+                )
+        if self.validate and self.valid_max_sentences == 0 and self.best_metric == "bleu":
+            raise ValueError(
+                "best_metric='bleu' needs valid sentences to translate; received "
+                "valid_max_sentences=0 (set best_metric='perplexity' or translate some)."
+            )
         if self.precision not in (None, "mixed_bfloat16", "mixed_float16"):
             raise ValueError(
                 "`precision` must be None, 'mixed_bfloat16' or 'mixed_float16'. "

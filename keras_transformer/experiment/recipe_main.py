@@ -5,11 +5,16 @@ import dataclasses
 import json
 import sys
 
-from keras_transformer.experiment.experiment_config import DISTRIBUTIONS, ExperimentConfig
+from keras_transformer.experiment.experiment_config import (
+    DISTRIBUTIONS,
+    FINAL_MODELS,
+    VALID_METRICS,
+    ExperimentConfig,
+)
 from keras_transformer.utils.command_line import OneLineErrorParser
 
 # Errors a user can cause (paths, languages, a checkpoint of another model): one line each.
-USER_ERRORS = (ValueError, OSError, KeyError)
+USER_ERRORS = (ValueError, OSError, KeyError, FloatingPointError)
 
 
 def build_parser(defaults, description, prog=None):
@@ -180,8 +185,66 @@ def build_parser(defaults, description, prog=None):
         "--select-on-valid",
         action=argparse.BooleanOptionalAction,
         default=defaults.select_on_valid,
-        help="After training, keep whichever kept checkpoint, or their average, has the "
-        "lowest perplexity on --valid-split (the paper averages without selecting, 6.1). "
+        help="After training, keep whichever kept checkpoint, their average or the best "
+        "checkpoint scores best on --valid-split by --select-metric (the paper averages "
+        "without selecting, 6.1); overrides --final-model. Default: %(default)s",
+    )
+    add(
+        "--select-metric",
+        choices=VALID_METRICS,
+        default=defaults.select_metric,
+        help="What --select-on-valid ranks by: perplexity (lowest) or bleu (highest). "
+        "Default: %(default)s",
+    )
+    add(
+        "--validate",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.validate,
+        help="Validate on --valid-split while training: loss, perplexity and sacreBLEU on "
+        "stderr, in valid_log.csv and TensorBoard; keeps checkpoints/best.weights.h5. "
+        "Default: %(default)s",
+    )
+    add(
+        "--validate-every-steps",
+        type=int,
+        default=defaults.validate_every_steps,
+        help="Updates between validations. Default: "
+        f"{defaults.validate_every_steps or 'at every checkpoint'}",
+    )
+    add(
+        "--valid-max-sentences",
+        type=int,
+        default=defaults.valid_max_sentences,
+        help="Valid sentences translated for each validation's BLEU (the first N; 0: no "
+        "BLEU). Default: %(default)s",
+    )
+    add(
+        "--valid-search",
+        choices=("greedy", "beam"),
+        default=defaults.valid_search,
+        help="Search of the validation BLEU: greedy, or beam with --beam-size and --alpha. "
+        "Default: %(default)s",
+    )
+    add(
+        "--best-metric",
+        choices=VALID_METRICS,
+        default=defaults.best_metric,
+        help="Metric that picks checkpoints/best.weights.h5: bleu (highest) or perplexity "
+        "(lowest). Default: %(default)s",
+    )
+    add(
+        "--patience",
+        type=int,
+        default=defaults.patience,
+        help="Stop after this many validations without a better --best-metric (0: never); "
+        "the final averaging, scores and export still run. Default: %(default)s",
+    )
+    add(
+        "--final-model",
+        choices=FINAL_MODELS,
+        default=defaults.final_model,
+        help="Model scored and exported at the end: average of the last --average-last "
+        "checkpoints (paper 6.1), best (checkpoints/best.weights.h5) or last. "
         "Default: %(default)s",
     )
     add(
@@ -202,7 +265,15 @@ def build_parser(defaults, description, prog=None):
         type=int,
         choices=(0, 1, 2),
         default=defaults.verbose,
-        help="0 silent, 1 progress bar, 2 one line per epoch. Default: %(default)s",
+        help="0 silent; 1 or 2: a progress line on stderr every --log-every-steps updates "
+        "and one per validation. Default: %(default)s",
+    )
+    add(
+        "--log-every-steps",
+        type=int,
+        default=defaults.log_every_steps,
+        help="Updates between progress lines, train_log.csv rows and TensorBoard points. "
+        "Default: %(default)s",
     )
     return parser
 
