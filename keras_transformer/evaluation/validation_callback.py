@@ -70,6 +70,8 @@ class ValidationCallback(keras.callbacks.Callback):
             (`PeriodicCheckpoint.restore`'s value); None reads the optimizer.
         stream: text stream for the lines, or None for stderr.
         verbose: bool. Write the lines (False: only the CSV and TensorBoard).
+        monitor: a `TrainingMonitor` or None, told the time each validation
+            takes so that its tokens/s counts training only.
 
     Example:
 
@@ -99,6 +101,7 @@ class ValidationCallback(keras.callbacks.Callback):
         start_step=None,
         stream=None,
         verbose=True,
+        monitor=None,
     ):
         super().__init__()
         if best_metric not in METRICS:
@@ -127,6 +130,7 @@ class ValidationCallback(keras.callbacks.Callback):
         self.start_step = start_step
         self.stream = stream
         self.verbose = verbose
+        self.monitor = monitor
         self.best = None  # the best value of `best_metric` so far
         self.best_step = None
         self.without_improvement = 0  # validations since the best
@@ -263,6 +267,8 @@ class ValidationCallback(keras.callbacks.Callback):
         row = {"step": step, **metrics, "seconds": seconds}
         row.update(best_step=self.best_step, best=self.best)
         self._log(row, improved)
+        if self.monitor is not None:
+            self.monitor.exclude_time(time.monotonic() - began)
         if self.patience and self.without_improvement >= self.patience:
             self.stopped = True
             self.model.stop_training = True

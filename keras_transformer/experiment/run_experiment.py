@@ -165,7 +165,12 @@ def run_experiment(config):
     # need their checkpoints to resume), so all but the first write in a subfolder.
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
     _prepare_output_dir(output_dir)
-    with OutputDirLock(output_dir), _keep_jax_compilations(output_dir):
+    # Progress and messages (checkpoints, progress bars) go to stderr: stdout is the caller's.
+    with (
+        OutputDirLock(output_dir),
+        _keep_jax_compilations(output_dir),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         return _run(config, distribution, output_dir, start_time)
 
 
@@ -241,6 +246,8 @@ def _run(config, distribution, output_dir, start_time):
         progress=bool(config.verbose),
     )
     validation = validation_callback(config, data_dir, model, tokenizer, output_dir, start)
+    if validation is not None:
+        validation.monitor = monitor  # its time is not counted in tokens/s
     callbacks = [monitor, checkpoint]
     if validation is not None:
         # Before the checkpoint, whose `on_train_end` puts the average into the model.

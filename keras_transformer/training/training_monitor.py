@@ -159,6 +159,12 @@ class TrainingMonitor(keras.callbacks.Callback):
         if self.max_steps is not None and step >= self.max_steps:
             self.model.stop_training = True
 
+    def exclude_time(self, seconds):
+        """Leaves `seconds` spent outside training (a validation) out of the next tokens/s."""
+        if self._counter is not None:
+            total, count, batches, last_time = self._last
+            self._last = (total, count, batches, last_time + seconds)
+
     def _recording(self):
         return self._writer is not None or self.progress
 
