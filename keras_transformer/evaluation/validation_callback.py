@@ -14,6 +14,7 @@ from keras_transformer.checkpoints.training_state import (
     save_training_state,
 )
 from keras_transformer.evaluation.bleu import sacre_bleu
+from keras_transformer.evaluation.perplexity import compile_batch_nll
 from keras_transformer.evaluation.perplexity import perplexity as dev_perplexity
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.csv_log import append_log_row, truncate_log
@@ -59,7 +60,8 @@ class ValidationCallback(keras.callbacks.Callback):
         sources: list of str, the dev sources translated for BLEU.
         references: list of str, their references.
         batches: iterable of `(inputs, labels)` batches for perplexity (a
-            finite, cached `tf.data.Dataset`), or None to skip it.
+            finite `tf.data.Dataset`, read into memory at the first
+            validation; each batch shape is compiled once), or None to skip it.
         every_steps: int or None. Validate every this many updates.
         log_dir: str or None. Where the CSV and TensorBoard events go.
         best_dir: str or None. Where `best.weights.h5` goes; None keeps none.
@@ -139,6 +141,7 @@ class ValidationCallback(keras.callbacks.Callback):
         self._counter = None
         self._writer = None
         self._last_validated = None
+        self._batch_nll = None  # compiled once, at the first validation
 
     @property
     def best_path(self):
@@ -235,7 +238,14 @@ class ValidationCallback(keras.callbacks.Callback):
         """
         metrics = {"loss": None, "perplexity": None, "bleu": None}
         if perplexity and self.batches is not None:
-            metrics["perplexity"] = dev_perplexity(self.model, self.batches)
+            if self._batch_nll is None:
+                # Read once: tf.data's per-pass start-up would cost more than the batches.
+                if hasattr(self.batches, "as_numpy_iterator"):
+                    self.batches = list(self.batches.as_numpy_iterator())
+                self._batch_nll = compile_batch_nll(self.model)
+            metrics["perplexity"] = dev_perplexity(
+                self.model, self.batches, batch_nll=self._batch_nll
+            )
             metrics["loss"] = math.log(metrics["perplexity"])
         if bleu and self.sources:
             hypotheses = self.translator.translate(self.sources, verbose=0)
@@ -280,8 +290,10 @@ class ValidationCallback(keras.callbacks.Callback):
 
     def _log(self, row, improved):
         parts = [f"valid step {row['step']}"]
+        if row["loss"] is not None:
+            parts.append(f"loss {row['loss']:.3f}")
         if row["perplexity"] is not None:
-            parts.append(f"loss {row['loss']:.3f} | ppl {row['perplexity']:.2f}")
+            parts.append(f"ppl {row['perplexity']:.2f}")
         if row["bleu"] is not None:
             parts.append(f"BLEU {row['bleu']:.2f} ({len(self.sources)} sentences)")
         best = f"best {self.best_metric} {self.best:.2f} at step {self.best_step}"
