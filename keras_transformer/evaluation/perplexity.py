@@ -61,7 +61,7 @@ def perplexity(model, dataset, pad_id=None, steps=None, batch_nll=None):
             `compile_batch_nll(model, pad_id)`.
 
     Returns:
-        float, the perplexity (>= 1).
+        float, the perplexity (>= 1; `inf` when it exceeds the float range).
 
     Example:
 
@@ -93,7 +93,8 @@ def perplexity(model, dataset, pad_id=None, steps=None, batch_nll=None):
             f"The dataset has no target token other than pad_id={pad_id} "
             f"(read {num_batches} batches): perplexity is undefined."
         )
-    return math.exp(total_nll / num_tokens)
+    mean = total_nll / num_tokens
+    return math.exp(mean) if mean < 709.0 else math.inf  # a diverged model: no OverflowError
 
 
 def _batch_nll(logits, labels, pad_id):
