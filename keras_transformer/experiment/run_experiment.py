@@ -16,7 +16,6 @@ from keras_transformer.checkpoints import (
     average_checkpoints,
 )
 from keras_transformer.data import PipelineConfig, make_translation_dataset
-from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import (
     ValidationCallback,
     score_files,
@@ -29,6 +28,7 @@ from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.experiment.valid_split import (
     check_files,
     check_valid_settings,
+    config_translator,
     score_valid_split,
     select_on_valid,
     split_paths,
@@ -310,13 +310,7 @@ def _run(config, distribution, output_dir, start_time):
         "model": save_translation_model(model, tokenizer, os.path.join(output_dir, "model.keras")),
     }
 
-    translator = Translator(
-        model,
-        tokenizer,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
-    )
+    translator = config_translator(config, model, tokenizer)
     hypotheses = translator.translate(read_lines(test_paths[0]), verbose=config.verbose)
     name = os.path.basename(test_paths[1])
     paths["translations"] = os.path.join(output_dir, f"{name}.hyp")

@@ -63,20 +63,25 @@ def check_valid_settings(config, data_dir):
     check_files(split_paths(config, config.valid_split, data_dir or ""), "valid")
 
 
+def config_translator(config, model, tokenizer, search="beam"):
+    """A `Translator` with the run's decoding settings (paper 6.1 by default)."""
+    return Translator(
+        model,
+        tokenizer,
+        beam_size=config.beam_size,
+        alpha=config.alpha,
+        max_extra_length=config.max_extra_length,
+        search=search,
+    )
+
+
 def validation_callback(config, data_dir, model, tokenizer, output_dir, start):
     """The `ValidationCallback` of the run, or None when it does not validate."""
     if not (config.validate and config.valid_split):
         return None
     corpus, batches = valid_batches(config, data_dir, tokenizer)
     count = min(config.valid_max_sentences, len(corpus.sources))
-    translator = Translator(
-        model,
-        tokenizer,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
-        search=config.valid_search,
-    )
+    translator = config_translator(config, model, tokenizer, search=config.valid_search)
     return ValidationCallback(
         translator,
         list(corpus.sources[:count]),
