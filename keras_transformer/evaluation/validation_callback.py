@@ -236,16 +236,17 @@ class ValidationCallback(keras.callbacks.Callback):
             perplexity: bool. Measure loss and perplexity (if there are batches).
             bleu: bool. Measure BLEU (if there are sentences).
         """
+        # On JAX, `fit` keeps the state outside the variables between syncs; reading
+        # `self.model` syncs it, so the translator's compiled search sees this step's weights.
+        model = self.model
         metrics = {"loss": None, "perplexity": None, "bleu": None}
         if perplexity and self.batches is not None:
             if self._batch_nll is None:
                 # Read once: tf.data's per-pass start-up would cost more than the batches.
                 if hasattr(self.batches, "as_numpy_iterator"):
                     self.batches = list(self.batches.as_numpy_iterator())
-                self._batch_nll = compile_batch_nll(self.model)
-            metrics["perplexity"] = dev_perplexity(
-                self.model, self.batches, batch_nll=self._batch_nll
-            )
+                self._batch_nll = compile_batch_nll(model)
+            metrics["perplexity"] = dev_perplexity(model, self.batches, batch_nll=self._batch_nll)
             metrics["loss"] = math.log(metrics["perplexity"])
         if bleu and self.sources:
             hypotheses = self.translator.translate(self.sources, verbose=0)
