@@ -116,13 +116,18 @@ def test_train_log_has_one_row_per_step_after_resumes(tiny_config, tmp_path):
 
 
 def test_a_non_finite_loss_stops_with_the_step(tiny_config, tmp_path):
-    def nan_after_two_steps(labels, logits):
-        step = keras.ops.cast(model.optimizer.iterations, "float32")
-        loss = keras.ops.mean(keras.ops.cast(logits, "float32") ** 2)
-        return keras.ops.where(step >= 2, np.float32("nan"), loss)
+    # Labels of the first 2 steps are >= 5; from step 3 on a label is 1 and the loss -inf.
+    def diverges_on_label_one(labels, logits):
+        smallest = keras.ops.cast(keras.ops.min(labels), "float32")
+        return keras.ops.mean(keras.ops.cast(logits, "float32") ** 2) + keras.ops.log(
+            smallest - 1.0
+        )
 
-    model = compiled_model(tiny_config, loss=nan_after_two_steps)
+    model = compiled_model(tiny_config, loss=diverges_on_label_one)
+    x = inputs(tiny_config, 12)
+    labels = np.full((12, 4), 5, "int32")
+    labels[4:, 0] = 1
     monitor = TrainingMonitor(tmp_path, every_steps=2, progress=True)
-    with pytest.raises(FloatingPointError, match=r"Non-finite training loss \(nan\) by step 4"):
-        fit(model, tiny_config, 6, [monitor])
+    with pytest.raises(FloatingPointError, match=r"Non-finite training loss \(-inf\) by step 4"):
+        model.fit(x, labels, batch_size=2, epochs=1, verbose=0, callbacks=[monitor])
     assert [row["step"] for row in read_log(tmp_path / TrainingMonitor.CSV_NAME)] == ["2", "4"]
