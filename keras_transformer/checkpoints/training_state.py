@@ -51,7 +51,8 @@ def _content_digest(file):
     for name in sorted(names):
         data = np.ascontiguousarray(file[name][()])
         digest.update(f"{name}|{data.dtype.str}|{data.shape}|".encode())
-        digest.update(data.tobytes())
+        # Variable-length strings are Python objects: hash their values, not pointers.
+        digest.update(repr(data.tolist()).encode() if data.dtype == object else data.tobytes())
     return digest.hexdigest()
 
 
