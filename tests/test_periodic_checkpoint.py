@@ -13,6 +13,7 @@ from conftest import random_token_ids, to_numpy
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.checkpoints import (
     PeriodicCheckpoint,
+    UnreadableCheckpointError,
     periodic_checkpoint,
     read_training_state,
 )
@@ -280,3 +281,34 @@ def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config,
         strict=True,
     ):
         np.testing.assert_allclose(to_numpy(averaged), (a + b) / 2, rtol=1e-6, atol=1e-7)
+
+
+def test_a_checkpoint_whose_data_changed_fails_its_checksum_and_the_previous_is_used(
+    tiny_config, tmp_path, capsys
+):
+    import h5py
+
+    first = PeriodicCheckpoint(
+        tmp_path, every_steps=1, every_minutes=None, keep=5, average_last=None
+    )
+    train_two_per_step(tiny_config, 2, [first])
+    changed = tmp_path / checkpoint_names([2])[0]
+    # A valid HDF5 file whose data was overwritten in place: one weight changes.
+    with h5py.File(changed, "r+") as file:
+        names = []
+        file.visititems(lambda n, item: names.append(n) if isinstance(item, h5py.Dataset) else None)
+        kernel = next(n for n in names if n.startswith("layers/") and file[n].ndim == 2)
+        data = file[kernel][()]
+        data[0, 0] += 1.0
+        file[kernel][...] = data
+    with pytest.raises(UnreadableCheckpointError, match="SHA-256"):
+        read_training_state(str(changed))
+    model = Seq2SeqTransformer(tiny_config)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
+    assert PeriodicCheckpoint(tmp_path, every_steps=1).restore(model) == 1
+    assert "fails its SHA-256 check" in capsys.readouterr().out
+    assert (tmp_path / (changed.name + ".unreadable")).exists()
+    for restored, saved in zip(
+        model.weights, weights_in(tmp_path / checkpoint_names([1])[0], tiny_config), strict=True
+    ):
+        np.testing.assert_array_equal(to_numpy(restored), saved)

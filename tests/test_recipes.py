@@ -53,23 +53,28 @@ def wmt_run(wmt_files, tmp_path_factory):
         "--pipeline-override", "bucket_growth=1.3",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    return output, result.stdout
+    return output, result.stdout, result.stderr
 
 
 def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run, wmt_files):
-    output, stdout = wmt_run
-    assert "Averaged 2 checkpoints" in stdout
+    output, stdout, stderr = wmt_run
+    assert "Averaged 2 checkpoints" in stderr  # messages on stderr; stdout is the summary
     # Selection on valid compared the average and each checkpoint.
     selection = [line for line in stdout.splitlines() if line.startswith("valid: selected")]
     assert len(selection) == 1, stdout
     # "valid: selected NAME (scores, lower is better: NAME SCORE, NAME SCORE, ...)"
     head, listed = selection[0].rstrip(")").split(" (scores, lower is better: ")
     candidates = dict(item.rsplit(" ", 1) for item in listed.split(", "))
-    assert set(candidates) == {"average of last 2", "ckpt-00000010", "ckpt-00000020"}
+    assert set(candidates) == {"average of last 2", "ckpt-00000010", "ckpt-00000020", "best"}
     best = min(float(score) for score in candidates.values())
     assert float(candidates[head.removeprefix("valid: selected ")]) == best
     checkpoints = sorted(os.listdir(output / "checkpoints"))
-    assert checkpoints == ["ckpt-00000010.weights.h5", "ckpt-00000020.weights.h5"]
+    assert checkpoints == [
+        "best.weights.h5", "ckpt-00000010.weights.h5", "ckpt-00000020.weights.h5",
+    ]  # fmt: skip
+    # Validated at each checkpoint (the default), in valid_log.csv.
+    with open(output / "valid_log.csv") as log:
+        assert [line.split(",")[0] for line in log.readlines()] == ["step", "10", "20"]
     hypotheses = (output / "newstest2014.de.hyp").read_text(encoding="utf-8").split("\n")
     assert len(hypotheses) == 12 + 1  # one line per test sentence, final newline
     scores = json.loads((output / "scores.json").read_text())
@@ -96,7 +101,7 @@ def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run
 
 
 def test_pipeline_override_reaches_the_training_batches(wmt_run, wmt_files):
-    output, stdout = wmt_run
+    output, stdout, _ = wmt_run
     tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
     corpus = ParallelCorpus.from_files(str(wmt_files / "train.en"), str(wmt_files / "train.de"))
     summaries = [
@@ -158,7 +163,7 @@ def test_unwritable_output_dir_is_one_line(tmp_path, wmt_files):
 
 
 def test_resume_with_another_architecture_is_one_line(wmt_run, wmt_files):
-    output, _ = wmt_run
+    output, *_ = wmt_run
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "30", "--vocabulary-size", "300", *SMALL_MODEL,
@@ -173,7 +178,7 @@ def test_resume_with_another_architecture_is_one_line(wmt_run, wmt_files):
 
 @tensorflow_only
 def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_files):
-    output, _ = wmt_run
+    output, *_ = wmt_run
     recorded = json.loads((output / "data_order.json").read_text())
     assert recorded["token_budget"] == 512 and recorded["num_replicas"] == 1
     assert recorded["pipeline_overrides"] == {"bucket_growth": 1.3}
@@ -196,13 +201,13 @@ def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
         "--checkpoint-every-steps", "10", "--verbose", "0",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Averaged 2 checkpoints" in result.stdout
+    assert "Averaged 2 checkpoints" in result.stderr
     assert (tmp_path / "run" / "saved_model" / "saved_model.pb").is_file()
 
 
 @tensorflow_only
 def test_command_line_translates_stdin_like_the_recipe(wmt_run, wmt_files):
-    output, _ = wmt_run
+    output, *_ = wmt_run
     sentences = (wmt_files / "newstest2014.en").read_text(encoding="utf-8")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     result = subprocess.run(

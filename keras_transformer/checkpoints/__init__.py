@@ -19,6 +19,7 @@ from keras_transformer.checkpoints.checkpoint_selection import (
 from keras_transformer.checkpoints.periodic_checkpoint import PeriodicCheckpoint
 from keras_transformer.checkpoints.training_state import (
     UnreadableCheckpointError,
+    read_checkpoint_metadata,
     read_training_state,
     restore_training_state,
     save_training_state,
@@ -34,6 +35,7 @@ __all__ = [
     "checkpoint_step",
     "checkpoint_variables",
     "latest_checkpoints",
+    "read_checkpoint_metadata",
     "read_training_state",
     "remove_unfinished_writes",
     "restore_training_state",

@@ -13,12 +13,15 @@ class CheckpointSelection:
 
     # Name of the chosen candidate, e.g. "average of last 10" or "ckpt-000600".
     selected: str
-    # Every candidate's score, in the order they were tried (lower is better).
+    # Every candidate's score, in the order they were tried.
     scores: dict
+    # Whether the scores rank highest first (BLEU) or lowest first (perplexity).
+    higher_is_better: bool = False
 
     def format(self):
         listed = ", ".join(f"{name} {score:.3f}" for name, score in self.scores.items())
-        return f"selected {self.selected} (scores, lower is better: {listed})"
+        order = "higher" if self.higher_is_better else "lower"
+        return f"selected {self.selected} (scores, {order} is better: {listed})"
 
 
 def checkpoint_candidates(paths, average_last):
@@ -42,7 +45,7 @@ def checkpoint_candidates(paths, average_last):
     return candidates
 
 
-def select_checkpoint(model, candidates, score):
+def select_checkpoint(model, candidates, score, higher_is_better=False):
     """Loads each candidate into `model`, scores it, and keeps the best in `model`.
 
     Selection on a validation set, as small-data recipes do (the paper
@@ -56,7 +59,9 @@ def select_checkpoint(model, candidates, score):
         candidates: dict name -> list of checkpoint paths, e.g. from
             `checkpoint_candidates`.
         score: callable `score(model) -> float`, lower is better (for
-            example valid perplexity). Must not change the weights.
+            example valid perplexity) unless `higher_is_better` (valid
+            BLEU). Must not change the weights.
+        higher_is_better: bool.
 
     Returns:
         A `CheckpointSelection`; `model` holds the chosen weights.
@@ -76,6 +81,7 @@ def select_checkpoint(model, candidates, score):
         if math.isnan(value):
             raise ValueError(f"The score of candidate {name!r} ({paths}) is NaN.")
         scores[name] = value
-    selected = min(scores, key=scores.get)  # the first of equal scores
+    sign = -1.0 if higher_is_better else 1.0
+    selected = min(scores, key=lambda name: sign * scores[name])  # the first of equal scores
     average_checkpoints(model, candidates[selected])
-    return CheckpointSelection(selected=selected, scores=scores)
+    return CheckpointSelection(selected=selected, scores=scores, higher_is_better=higher_is_better)

@@ -79,6 +79,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             the final weights.
         save_on_signals: signals that save at the end of the current update
             and then stop the process (see above). `()` leaves signals alone.
+        after_save: callable or None, called with the step after each save
+            on the schedule and the final one (not after a save for a
+            signal), before the final average: e.g. a validation that runs at
+            every checkpoint.
 
     Example:
 
@@ -97,6 +101,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         keep=5,
         average_last=5,
         save_on_signals=(signal.SIGTERM,),
+        after_save=None,
     ):
         super().__init__()
         if every_steps is None and every_minutes is None:
@@ -120,6 +125,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._restored_batches = None
         self._stop = StopSignals(save_on_signals)
         self._last_batch_logs = None  # the logs of the last training batch
+        self.after_save = after_save
 
     def _checkpoints(self):
         """Checkpoint files of the directory, oldest step first."""
@@ -213,6 +219,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
                 self._save_and_stop()
             elif (due_steps or due_time) and self._loss_is_finite(logs):
                 self.save(self._step())
+                if self.after_save is not None:
+                    self.after_save(self._step())
         except BaseException:
             self._stop.restore()  # training ends here: give the program its handlers back
             raise
@@ -304,12 +312,26 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         finally:
             self._stop.restore()
 
+    def restore_signal_handlers(self):
+        """Gives the program its signal handlers back, for a `fit` that raised.
+
+        Keras skips `on_train_end` when a callback raises; call this then.
+        """
+        self._stop.restore()
+
+    def last_checkpoint(self):
+        """The path of the newest checkpoint on disk, or None."""
+        found = self._checkpoints() if os.path.isdir(self.directory) else []
+        return found[-1] if found else None
+
     def _end_training(self, logs):
         if self._failed:
             return
         step = self._step()
         if not self._saved_step(step) and self._loss_is_finite(logs):
             self.save(step)
+            if self._stop.received is None and self.after_save is not None:
+                self.after_save(step)
         if self._stop.received is not None:
             self._stop_now(step)  # stopped, not finished: no average
         if self.average_last:

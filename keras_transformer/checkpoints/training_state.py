@@ -6,9 +6,14 @@ batch counter and any gradient accumulators) with one more group that Keras igno
 `STATE_GROUP`, holding what `save_weights` leaves out: the states of the model's seed
 generators (dropout masks continue the same random sequence) and the number of batches
 trained on (the data position; with gradient accumulation it differs from the update
-count). The file is written under a temporary name and renamed when complete.
+count), a SHA-256 digest of every dataset in the file (checked on restore: a file whose
+HDF5 structure is intact but whose data was overwritten is refused like a truncated one),
+and optional metadata. The file is written under a temporary name and renamed when
+complete.
 """
 
+import hashlib
+import json
 import os
 
 import h5py
@@ -36,7 +41,22 @@ def _seed_states(model):
     ]
 
 
-def save_training_state(model, path, batches=None):
+def _content_digest(file):
+    """SHA-256 over the names, dtypes, shapes and bytes of every dataset of an open file."""
+    digest = hashlib.sha256()
+    names = []
+    file.visititems(
+        lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None
+    )
+    for name in sorted(names):
+        data = np.ascontiguousarray(file[name][()])
+        digest.update(f"{name}|{data.dtype.str}|{data.shape}|".encode())
+        # Variable-length strings are Python objects: hash their values, not pointers.
+        digest.update(repr(data.tolist()).encode() if data.dtype == object else data.tobytes())
+    return digest.hexdigest()
+
+
+def save_training_state(model, path, batches=None, metadata=None):
     """Writes `model`'s weights, optimizer state, seed states and data position.
 
     Args:
@@ -46,6 +66,9 @@ def save_training_state(model, path, batches=None):
             reads the optimizer's batch counter, which lags behind under a
             `LossScaleOptimizer` that skipped overflowing steps (pass the
             count of batches consumed then, as `PeriodicCheckpoint` does).
+        metadata: dict or None. JSON-serializable values stored with the
+            state (e.g. the validation score of a best checkpoint); read them
+            back with `read_checkpoint_metadata`.
 
     Returns:
         str, `path`.
@@ -70,6 +93,9 @@ def save_training_state(model, path, batches=None):
                 group.create_dataset(f"seed_{index}", data=value)
             group.attrs["batches"] = batches
             group.attrs["num_seed_states"] = len(seeds)
+            if metadata is not None:
+                group.attrs["metadata"] = json.dumps(metadata)
+            group.attrs["sha256"] = _content_digest(file)
             # Written last: a file without it was never finished.
             group.attrs["format_version"] = _FORMAT_VERSION
 
@@ -77,7 +103,10 @@ def save_training_state(model, path, batches=None):
 
 
 def read_training_state(path):
-    """Checks a training-state file and returns its data position.
+    """Checks a training-state file (structure and SHA-256) and returns its data position.
+
+    Files written before checksums were stored (no `sha256` attribute) are
+    accepted unchecked.
 
     Args:
         path: str or path-like, a file written by `save_training_state`.
@@ -87,7 +116,7 @@ def read_training_state(path):
 
     Raises:
         UnreadableCheckpointError: naming the file, when it is truncated,
-            corrupt or lacks the training state.
+            corrupt (checksum mismatch) or lacks the training state.
     """
     path = os.fspath(path)
     try:
@@ -97,12 +126,43 @@ def read_training_state(path):
                     f"Checkpoint {path} holds no training state (group {STATE_GROUP!r}); "
                     "it was not written by save_training_state / PeriodicCheckpoint."
                 )
-            return int(file[STATE_GROUP].attrs["batches"])
+            attrs = file[STATE_GROUP].attrs
+            if "sha256" in attrs:
+                expected = attrs["sha256"]
+                expected = expected.decode() if isinstance(expected, bytes) else str(expected)
+                if _content_digest(file) != expected:
+                    raise UnreadableCheckpointError(
+                        f"Checkpoint {path} fails its SHA-256 check: its data changed after "
+                        "it was written (disk corruption or an overwrite)."
+                    )
+            return int(attrs["batches"])
     except OSError as error:
         size = os.path.getsize(path) if os.path.exists(path) else "missing"
         raise UnreadableCheckpointError(
             f"Checkpoint {path} cannot be read (truncated or corrupt? size: {size} bytes): {error}"
         ) from error
+
+
+def read_checkpoint_metadata(path):
+    """The `metadata` dict given to `save_training_state` (empty when none was).
+
+    Args:
+        path: str or path-like, a file written by `save_training_state`.
+
+    Returns:
+        dict.
+
+    Example:
+
+    >>> read_checkpoint_metadata("runs/base/checkpoints/best.weights.h5")
+    {'step': 1500, 'metric': 'bleu', 'value': 27.1}
+    """
+    read_training_state(path)
+    with h5py.File(os.fspath(path), "r") as file:
+        text = file[STATE_GROUP].attrs.get("metadata")
+    if text is None:
+        return {}
+    return json.loads(text.decode() if isinstance(text, bytes) else text)
 
 
 def restore_training_state(model, path):

@@ -19,11 +19,13 @@ from keras_transformer.evaluation.tokenized_bleu import (
     split_hyphenated_compounds,
     tokenized_bleu,
 )
+from keras_transformer.evaluation.validation_callback import ValidationCallback
 
 __all__ = [
     "DEFAULT_METRICS",
     "METRICS",
     "EvaluationScores",
+    "ValidationCallback",
     "chrf",
     "moses_tokenize",
     "multi30k_bleu",

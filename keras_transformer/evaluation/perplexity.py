@@ -4,10 +4,42 @@ import math
 
 from keras import ops
 
+from keras_transformer.decoding.search_state import compile_search
 from keras_transformer.models.seq2seq_transformer import INPUT_KEYS
 
 
-def perplexity(model, dataset, pad_id=None, steps=None):
+def compile_batch_nll(model, pad_id=None):
+    """`batch_nll(inputs, labels) -> (nll, count)` as one compiled program per batch shape.
+
+    For repeated dev-set scoring (validation while training): build it once
+    and pass it to every `perplexity` call, so each batch shape is compiled
+    once and later calls run the compiled program with the current weights.
+
+    Args:
+        model: a `Seq2SeqTransformer`.
+        pad_id: int or None, as in `perplexity`.
+
+    Returns:
+        A callable for `perplexity(..., batch_nll=...)`.
+
+    Example:
+
+    >>> batch_nll = compile_batch_nll(model)
+    >>> perplexity(model, dev, batch_nll=batch_nll)
+    """
+    if pad_id is None:
+        pad_id = getattr(getattr(model, "config", None), "pad_id", 0)
+    keys = tuple(INPUT_KEYS)
+
+    def nll(labels, *ids):
+        logits = model(dict(zip(keys, ids, strict=True)), training=False)
+        return _batch_nll(logits, labels, pad_id)
+
+    compiled = compile_search(nll, model)
+    return lambda inputs, labels: compiled(labels, *(inputs[key] for key in keys))
+
+
+def perplexity(model, dataset, pad_id=None, steps=None, batch_nll=None):
     """exp(total negative log-likelihood / number of real target tokens).
 
     Table 3 reports "per-wordpiece" dev perplexity: the mean is over
@@ -25,9 +57,11 @@ def perplexity(model, dataset, pad_id=None, steps=None):
             `model.config.pad_id` if the model has a config, else 0.
         steps: int or None. Number of batches to read; None reads the
             whole (finite) dataset.
+        batch_nll: None (run the model eagerly) or the compiled program of
+            `compile_batch_nll(model, pad_id)`.
 
     Returns:
-        float, the perplexity (>= 1).
+        float, the perplexity (>= 1; `inf` when it exceeds the float range).
 
     Example:
 
@@ -46,8 +80,10 @@ def perplexity(model, dataset, pad_id=None, steps=None):
         if steps is not None and index >= steps:
             break
         inputs, labels = _unpack(batch, index)
-        logits = model(inputs, training=False)
-        nll, count = _batch_nll(logits, labels, pad_id)
+        if batch_nll is None:
+            nll, count = _batch_nll(model(inputs, training=False), labels, pad_id)
+        else:
+            nll, count = batch_nll(inputs, labels)
         # Accumulate on the host in float64: float32 sums over a dev set lose digits.
         total_nll += float(ops.convert_to_numpy(nll))
         num_tokens += int(ops.convert_to_numpy(count))
@@ -57,7 +93,8 @@ def perplexity(model, dataset, pad_id=None, steps=None):
             f"The dataset has no target token other than pad_id={pad_id} "
             f"(read {num_batches} batches): perplexity is undefined."
         )
-    return math.exp(total_nll / num_tokens)
+    mean = total_nll / num_tokens
+    return math.exp(mean) if mean < 709.0 else math.inf  # a diverged model: no OverflowError
 
 
 def _batch_nll(logits, labels, pad_id):

@@ -12,6 +12,8 @@ PRECISIONS = ("mixed_bfloat16", "mixed_float16")
 VOCABULARY_TYPES = ("bpe", "unigram")
 # Names of `keras_transformer.evaluation.METRICS` (kept here: no evaluation import for a flag).
 METRIC_NAMES = ("bleu", "chrf", "tokenized_bleu", "multi30k_bleu")
+VALID_METRICS = ("bleu", "perplexity")
+FINAL_MODELS = ("average", "best", "last")
 # PipelineConfig fields a run takes from `pipeline_overrides`; it sets the others itself
 # (token budget, accumulation and seed from their own fields, replicas from the distribution).
 PIPELINE_OVERRIDES = ("max_length", "min_bucket_length", "bucket_growth", "length_multiple")
@@ -156,8 +158,49 @@ class ExperimentConfig(DataclassConfig):
     )
     select_on_valid: bool = setting(
         False,
-        "After training, keep whichever kept checkpoint, or their average, has the lowest "
-        "perplexity on --valid-split (the paper averages without selecting, 6.1).",
+        "After training, keep whichever of the kept checkpoints, their average and the best "
+        "checkpoint scores best on --valid-split by --select-metric (the paper averages "
+        "without selecting, 6.1). Overrides --final-model.",
+    )
+    select_metric: str = setting(
+        "perplexity",
+        "What --select-on-valid ranks by: perplexity (lowest) or bleu (highest, with "
+        "--valid-search on up to --valid-max-sentences sentences).",
+        choices=VALID_METRICS,
+    )
+    validate: bool = setting(
+        True,
+        "Validate on --valid-split while training: dev loss, perplexity and sacreBLEU on "
+        "stderr, in valid_log.csv and TensorBoard; keeps checkpoints/best.weights.h5.",
+    )
+    validate_every_steps: int | None = setting(
+        None, "Updates between validations; none validates at every checkpoint."
+    )
+    valid_max_sentences: int = setting(
+        200,
+        "Valid sentences translated for each validation's BLEU (the first N of the split; "
+        "perplexity uses the whole split); 0 skips BLEU (then --best-metric perplexity).",
+    )
+    valid_search: str = setting(
+        "greedy",
+        "Search of the validation BLEU: greedy (cheap) or beam (--beam-size, --alpha).",
+        choices=("greedy", "beam"),
+    )
+    best_metric: str = setting(
+        "bleu",
+        "Metric that picks checkpoints/best.weights.h5: bleu (highest) or perplexity (lowest).",
+        choices=VALID_METRICS,
+    )
+    patience: int | None = setting(
+        None,
+        "Stop after this many validations in a row without a better --best-metric; none or 0 "
+        "never stops early. Averaging, selection, test scores and export still run.",
+    )
+    final_model: str = setting(
+        "average",
+        "The model scored and exported at the end: average of the last --average-last "
+        "checkpoints (paper 6.1), best (checkpoints/best.weights.h5) or last (final weights).",
+        choices=FINAL_MODELS,
     )
     export: bool = setting(True, "Write a TF Serving SavedModel of the final model at the end.")
     distribution: str = setting(
@@ -178,7 +221,11 @@ class ExperimentConfig(DataclassConfig):
         100, "Updates between lines of the training log and TensorBoard points."
     )
     verbose: int = setting(
-        1, "Keras progress bar: 0 silent, 1 bar, 2 one line per epoch.", choices=(0, 1, 2)
+        1,
+        "0 silent; 1 or 2: a progress line on stderr every --log-every-steps updates (step of "
+        "max steps, loss, learning rate, tokens/s, elapsed, ETA; rewritten in place on a "
+        "terminal) and a line per validation.",
+        choices=(0, 1, 2),
     )
     seed: int = setting(0, "Seed of the data order, weights and dropout.")
 
@@ -218,6 +265,16 @@ class ExperimentConfig(DataclassConfig):
         _at_least(self, 0, "warmup_initial_rate")
         if self.checkpoint_every_minutes is None and self.checkpoint_every_steps is None:
             raise ValueError("Set `checkpoint_every_minutes`, `checkpoint_every_steps` or both.")
+        for name in ("validate_every_steps", "patience", "valid_max_sentences"):
+            value = getattr(self, name)
+            minimum = 1 if name == "validate_every_steps" else 0
+            if value is not None and value < minimum:
+                raise ValueError(f"`{name}` must be >= {minimum}. Received: {name}={value!r}")
+        if self.validate and self.valid_max_sentences == 0 and self.best_metric == "bleu":
+            raise ValueError(
+                "best_metric='bleu' needs valid sentences to translate; received "
+                "valid_max_sentences=0 (set best_metric='perplexity' or translate some)."
+            )
         if len(self.synthetic_sizes) != 3 or min(self.synthetic_sizes) < 1:
             raise ValueError(
                 "`synthetic_sizes` must be three positive ints (train, valid, test). "

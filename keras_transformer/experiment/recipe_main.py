@@ -123,6 +123,11 @@ def recipe_main(
         from keras_transformer.experiment.run_experiment import run_experiment
 
         result = run_experiment(config, command_line=arguments.command_line)
+    except FloatingPointError as error:
+        # The training diverged: one line naming the step and the last good checkpoint,
+        # status 1 (the invocation itself was valid).
+        print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
+        return 1
     except USER_ERRORS as error:
         print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
         return 2

@@ -2,24 +2,21 @@
 
 import contextlib
 import dataclasses
-import glob
 import json
 import logging
 import math
 import os
+import sys
 import time
 
 import keras
 
 from keras_transformer.checkpoints import (
     PeriodicCheckpoint,
-    checkpoint_candidates,
-    latest_checkpoints,
-    select_checkpoint,
+    average_checkpoints,
 )
 from keras_transformer.data import make_translation_dataset
-from keras_transformer.decoding import Translator
-from keras_transformer.evaluation import perplexity, sacre_bleu, score_files
+from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
@@ -30,6 +27,15 @@ from keras_transformer.experiment.run_config_file import (
     write_run_config,
 )
 from keras_transformer.experiment.run_distribution import RunDistribution
+from keras_transformer.experiment.valid_split import (
+    check_files,
+    check_valid_settings,
+    config_translator,
+    score_valid_split,
+    select_on_valid,
+    split_paths,
+    validation_callback,
+)
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer, get_preset
 from keras_transformer.text import (
@@ -52,14 +58,6 @@ logger = logging.getLogger("keras_transformer.experiment")
 NUM_EXAMPLES = 3
 # Subfolder of the output directory for JAX's compiled programs.
 XLA_CACHE = "xla_cache"
-
-
-def split_paths(config, split, data_dir):
-    """`(source_path, target_path)` of a split name or path prefix."""
-    prefix = split if os.sep in split or "/" in split else os.path.join(data_dir, split)
-    return tuple(
-        f"{prefix}.{language}" for language in (config.source_language, config.target_language)
-    )
 
 
 def _prepare_output_dir(path):
@@ -106,15 +104,6 @@ def _data_dir(config, output_dir):
     return data_dir
 
 
-def _check_files(paths, split):
-    for path in paths:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"The {split} split needs {path}, which does not exist (files are looked up "
-                "as {data_dir}/{split}.{language}; check --data-dir and the languages)."
-            )
-
-
 def _training_corpus(config, data_dir):
     if config.tfds_name is not None:
         return load_tfds_corpus(
@@ -124,7 +113,7 @@ def _training_corpus(config, data_dir):
             target_language=config.target_language,
         )
     paths = split_paths(config, config.train_split, data_dir)
-    _check_files(paths, "training")
+    check_files(paths, "training")
     return ParallelCorpus.from_files(*paths)
 
 
@@ -185,7 +174,12 @@ def run_experiment(config, command_line=None):
     settings = run_settings(config, pipeline, command_line)
     recorded = check_resumed_settings(settings, output_dir)
     _prepare_output_dir(output_dir)
-    with OutputDirLock(output_dir), _keep_jax_compilations(output_dir):
+    # Progress and messages (checkpoints, progress bars) go to stderr: stdout is the caller's.
+    with (
+        OutputDirLock(output_dir),
+        _keep_jax_compilations(output_dir),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         write_run_config(settings, output_dir, recorded)
         return _run(config, distribution, output_dir, start_time)
 
@@ -200,19 +194,17 @@ def check_inputs(config):
         FileNotFoundError: a data folder or a split's file does not exist.
         ValueError: `select_on_valid` without a valid split.
     """
-    if config.select_on_valid and not config.valid_split:
-        raise ValueError("select_on_valid=True needs a valid_split (--valid-split).")
+    # The generated corpus and TFDS have no files to look up yet.
+    check_valid_settings(config, config.data_dir, files=config.data_dir is not None)
     if config.data_dir is None:
-        return  # the generated corpus, or TFDS: nothing to look up yet
+        return
     if not os.path.isdir(config.data_dir):
         raise FileNotFoundError(f"--data-dir {config.data_dir} is not a directory.")
     splits = [("test", config.test_split)]
     if config.tfds_name is None:
         splits.append(("training", config.train_split))
-    if config.valid_split and (config.select_on_valid or config.evaluate_valid):
-        splits.append(("valid", config.valid_split))
     for name, split in splits:
-        _check_files(split_paths(config, split, config.data_dir), name)
+        check_files(split_paths(config, split, config.data_dir), name)
 
 
 def _run(config, distribution, output_dir, start_time):
@@ -224,11 +216,8 @@ def _run(config, distribution, output_dir, start_time):
     data_dir = _data_dir(config, output_dir)
     corpus = _training_corpus(config, data_dir)
     test_paths = split_paths(config, config.test_split, data_dir or "")
-    _check_files(test_paths, "test")
-    if config.select_on_valid:  # fail before training, not after it
-        if not config.valid_split:
-            raise ValueError("select_on_valid=True needs a valid_split (--valid-split).")
-        _check_files(split_paths(config, config.valid_split, data_dir or ""), "valid")
+    check_files(test_paths, "test")
+    check_valid_settings(config, data_dir)  # fail before training, not after it
     tokenizer = _tokenizer(config, corpus, output_dir)
 
     preset = get_preset(config.preset)
@@ -261,7 +250,8 @@ def _run(config, distribution, output_dir, start_time):
             every_steps=config.checkpoint_every_steps,
             every_minutes=config.checkpoint_every_minutes,
             keep=max(average_last, 5),
-            average_last=average_last,
+            # --final-model best or last: no average is put into the model at the end.
+            average_last=average_last if config.final_model == "average" else None,
         )
         start = checkpoint.restore(model)
     check_data_order_settings(config, output_dir, distribution.replicas, resumed=start > 0)
@@ -279,7 +269,7 @@ def _run(config, distribution, output_dir, start_time):
     )
     logger.info("Training data: %s", train.summary)
     if config.verbose:
-        print(train.summary)
+        print(train.summary, file=sys.stderr)
     total_batches = train_steps * config.accumulation_steps
     steps_per_epoch = min(train.steps_per_epoch, total_batches)
     monitor = TrainingMonitor(
@@ -288,37 +278,74 @@ def _run(config, distribution, output_dir, start_time):
         tokens_per_batch=train.summary.target_tokens / train.steps_per_epoch,
         max_steps=train_steps,
         start_step=start,
+        progress=bool(config.verbose),
     )
-    model.fit(
-        train.dataset,
-        steps_per_epoch=steps_per_epoch,
-        epochs=math.ceil(total_batches / steps_per_epoch),
-        initial_epoch=min(start // steps_per_epoch, math.ceil(total_batches / steps_per_epoch)),
-        # The checkpoint last: on SIGTERM it saves and stops after the monitor logged the step.
-        callbacks=[monitor, checkpoint],
-        verbose=config.verbose,
-    )
+    validation = validation_callback(config, data_dir, model, tokenizer, output_dir, start)
+    if validation is not None:
+        validation.monitor = monitor  # its time is not counted in tokens/s
+    callbacks = [monitor, checkpoint]
+    if validation is not None:
+        # Before the checkpoint, whose `on_train_end` puts the average into the model.
+        callbacks.insert(1, validation)
+        if config.validate_every_steps is None:
+            checkpoint.after_save = validation.validate
+    try:
+        model.fit(
+            train.dataset,
+            steps_per_epoch=steps_per_epoch,
+            epochs=math.ceil(total_batches / steps_per_epoch),
+            initial_epoch=min(start // steps_per_epoch, math.ceil(total_batches / steps_per_epoch)),
+            # The checkpoint last: on SIGTERM it saves and stops after the monitor logged
+            # the step.
+            callbacks=callbacks,
+            verbose=0,  # steps, not epochs: the monitor's progress lines instead
+        )
+    except FloatingPointError as error:
+        checkpoint.restore_signal_handlers()
+        if "checkpoint" in str(error):
+            raise
+        raise FloatingPointError(
+            f"{error} Training stopped without saving; last good checkpoint: "
+            f"{checkpoint.last_checkpoint() or 'none in ' + checkpoint.directory}"
+        ) from error
+    best_path = validation.best_path if validation is not None else None
+    has_best = best_path is not None and os.path.exists(best_path)
     selection = None
     if config.select_on_valid:
-        selection = _select_on_valid(config, data_dir, model, tokenizer, checkpoint, average_last)
+        selection = select_on_valid(
+            config, data_dir, model, tokenizer, checkpoint, average_last, validation, has_best
+        )
         logger.info("Checkpoint selection: %s", selection.format())
         if config.verbose:
-            print(f"Checkpoint selection on {config.valid_split}: {selection.format()}")
+            print(
+                f"Checkpoint selection on {config.valid_split}: {selection.format()}",
+                file=sys.stderr,
+            )
+    elif config.final_model == "best":
+        if has_best:
+            average_checkpoints(model, [best_path])
+            print(f"Final model: {best_path}", file=sys.stderr)
+        else:
+            print(
+                "WARNING: --final-model best, but no validation ran (no best checkpoint): "
+                "the final model is the last weights.",
+                file=sys.stderr,
+            )
     paths = {
         "data": data_dir,
         "vocabulary": os.path.join(output_dir, "vocabulary.model"),
         "checkpoints": checkpoint.directory,
         "train_log": os.path.join(output_dir, TrainingMonitor.CSV_NAME),
+        **(
+            {"valid_log": os.path.join(output_dir, ValidationCallback.CSV_NAME)}
+            if validation
+            else {}
+        ),
+        **({"best": best_path} if has_best else {}),
         "model": save_translation_model(model, tokenizer, os.path.join(output_dir, "model.keras")),
     }
 
-    translator = Translator(
-        model,
-        tokenizer,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
-    )
+    translator = config_translator(config, model, tokenizer)
     hypotheses = translator.translate(read_lines(test_paths[0]), verbose=config.verbose)
     name = os.path.basename(test_paths[1])
     paths["translations"] = os.path.join(output_dir, f"{name}.hyp")
@@ -338,7 +365,7 @@ def _run(config, distribution, output_dir, start_time):
 
     valid_scores = None
     if config.evaluate_valid and config.valid_split:
-        valid_scores = _valid_scores(config, data_dir, model, tokenizer, translator)
+        valid_scores = score_valid_split(config, data_dir, model, tokenizer, translator)
     sources = read_lines(test_paths[0])
     served = None
     if config.export:
@@ -365,43 +392,6 @@ def _run(config, distribution, output_dir, start_time):
         minutes=(time.time() - start_time) / 60,
         data_summary=str(train.summary),
     )
-
-
-def _valid_batches(config, data_dir, tokenizer):
-    """The valid split, read once, and its batches (one pass, unshuffled)."""
-    if not config.valid_split:
-        raise ValueError("select_on_valid=True needs a valid_split (--valid-split).")
-    paths = split_paths(config, config.valid_split, data_dir or "")
-    _check_files(paths, "valid")
-    corpus = ParallelCorpus.from_files(*paths)
-    batches = make_translation_dataset(
-        corpus,
-        tokenizer,
-        token_budget=config.token_budget,
-        **config.pipeline_overrides,
-        shuffle=False,
-        repeat=False,
-    ).dataset
-    return corpus, batches.cache()
-
-
-def _select_on_valid(config, data_dir, model, tokenizer, checkpoint, average_last):
-    """Keeps the kept checkpoint, or their average, with the lowest valid perplexity."""
-    _, batches = _valid_batches(config, data_dir, tokenizer)
-    pattern = "ckpt-*.weights.h5"  # PeriodicCheckpoint's files
-    kept = glob.glob(os.path.join(checkpoint.directory, pattern))
-    candidates = checkpoint_candidates(
-        latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern), average_last
-    )
-    return select_checkpoint(model, candidates, lambda m: perplexity(m, batches))
-
-
-def _valid_scores(config, data_dir, model, tokenizer, translator):
-    """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU."""
-    corpus, batches = _valid_batches(config, data_dir, tokenizer)
-    hypotheses = translator.translate(list(corpus.sources))
-    bleu, _ = sacre_bleu(hypotheses, [list(corpus.targets)])
-    return {"perplexity": perplexity(model, batches), "bleu": bleu}
 
 
 def _translate_with_saved_model(path, sentences):

@@ -1,6 +1,5 @@
 """A `model.fit` callback logging loss, learning rate and tokens/s, and stopping at a step."""
 
-import csv
 import math
 import os
 import time
@@ -9,11 +8,13 @@ import keras
 from keras import ops
 
 from keras_transformer.training.batch_counter import BatchCounter
+from keras_transformer.training.csv_log import append_log_row, truncate_log
 from keras_transformer.training.optimizer_state import (
     accumulation_steps,
     batches_trained,
     inner_optimizer,
 )
+from keras_transformer.training.progress_line import format_progress, write_progress
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -27,7 +28,13 @@ class TrainingMonitor(keras.callbacks.Callback):
     to TensorBoard (`log_dir/train`, tags `loss`, `learning_rate`,
     `tokens_per_second`) and are appended to `log_dir/train_log.csv`
     (`step,loss,learning_rate,tokens_per_second,elapsed_seconds`), which
-    survives restarts: a resumed run appends rows from its restored step on.
+    survives restarts: a resumed run first drops the rows beyond its restored
+    step (written after the checkpoint it resumes from), then appends, so the
+    file holds one row per step. With `progress=True` the same record is
+    also a line on stderr (`format_progress`: step of `max_steps`, loss,
+    learning rate, tokens/s, elapsed, ETA), rewritten in place when stderr
+    is a terminal. A record whose loss is not finite stops training with a
+    `FloatingPointError` naming the step (use `fit(verbose=0)` with it).
 
     Steps are optimizer updates (paper 5.3's step_num); with gradient
     accumulation one step takes `accumulation_steps` batches. The model's
@@ -54,6 +61,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             `PeriodicCheckpoint.restore` returns). None reads the optimizer's
             batch counter, which does not count the steps a
             `LossScaleOptimizer` skipped.
+        progress: bool. Also write each record as a line on stderr.
 
     Example:
 
@@ -66,7 +74,13 @@ class TrainingMonitor(keras.callbacks.Callback):
     COLUMNS = ("step", "loss", "learning_rate", "tokens_per_second", "elapsed_seconds")
 
     def __init__(
-        self, log_dir=None, every_steps=100, tokens_per_batch=None, max_steps=None, start_step=None
+        self,
+        log_dir=None,
+        every_steps=100,
+        tokens_per_batch=None,
+        max_steps=None,
+        start_step=None,
+        progress=False,
     ):
         super().__init__()
         if isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 1:
@@ -78,6 +92,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.tokens_per_batch = tokens_per_batch
         self.max_steps = max_steps
         self.start_step = start_step
+        self.progress = progress
         self._writer = None
         self._counter = None  # set while `fit` runs
         self._tracker_holds_training = True
@@ -89,11 +104,13 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._counter = BatchCounter(start, accumulation_steps(self.model.optimizer))
         self._start_time = time.monotonic()
         self._last = (0.0, 0.0, start, self._start_time)  # total, count, batch, time
+        self._first_step = self._counter.step
         self._tracker_holds_training = True  # False from validation until the next epoch
         if self.log_dir is not None:
             import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
 
             os.makedirs(self.log_dir, exist_ok=True)
+            truncate_log(os.path.join(self.log_dir, self.CSV_NAME), self._counter.step)
             self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
         if self.max_steps is not None and self._counter.step >= self.max_steps:
             self.model.stop_training = True
@@ -112,7 +129,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         # Keras resets its loss tracker when validation begins and when the next
         # epoch begins: carry the sums since the last record over, as negative
         # offsets from zero.
-        if self._writer is None or not self._tracker_holds_training:
+        if not self._recording() or not self._tracker_holds_training:
             return
         total, count = self._loss_sums()
         last_total, last_count, batches, last_time = self._last
@@ -137,12 +154,21 @@ class TrainingMonitor(keras.callbacks.Callback):
         if not self._counter.update_ended():
             return
         step = self._counter.step
-        if self._writer is not None and self._counter.crossed(self.every_steps):
+        if self._recording() and self._counter.crossed(self.every_steps):
             self._record(step)
         if self.max_steps is not None and step >= self.max_steps:
             self.model.stop_training = True
 
-    def _record(self, step):
+    def exclude_time(self, seconds):
+        """Leaves `seconds` spent outside training (a validation) out of the next tokens/s."""
+        if self._counter is not None:
+            total, count, batches, last_time = self._last
+            self._last = (total, count, batches, last_time + seconds)
+
+    def _recording(self):
+        return self._writer is not None or self.progress
+
+    def _record(self, step, final=False):
         total, count = self._loss_sums()
         last_total, last_count, last_batches, last_time = self._last
         now = time.monotonic()
@@ -159,7 +185,23 @@ class TrainingMonitor(keras.callbacks.Callback):
             "tokens_per_second": tokens_per_second,
             "elapsed_seconds": now - self._start_time,
         }
-        self._write(row)
+        if self._writer is not None:
+            self._write(row)
+        if self.progress:
+            done = step - self._first_step
+            eta = None
+            if self.max_steps is not None and done > 0:
+                eta = (now - self._start_time) / done * max(self.max_steps - step, 0)
+            line = format_progress(
+                step, self.max_steps, loss, row["learning_rate"], tokens_per_second,
+                row["elapsed_seconds"], eta,
+            )  # fmt: skip
+            write_progress(line, final=final)
+        if count > last_count and not math.isfinite(loss):
+            raise FloatingPointError(
+                f"Non-finite training loss ({loss}) by step {step} (mean of steps "
+                f"{step - self.every_steps + 1}-{step})."
+            )
 
     def _last_learning_rate(self):
         optimizer = inner_optimizer(self.model.optimizer)
@@ -176,22 +218,16 @@ class TrainingMonitor(keras.callbacks.Callback):
             for name in ("loss", "learning_rate", "tokens_per_second"):
                 if row[name] is not None:
                     tf.summary.scalar(name, row[name])
-        path = os.path.join(self.log_dir, self.CSV_NAME)
-        new = not os.path.exists(path)
-        with open(path, "a", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=self.COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        append_log_row(os.path.join(self.log_dir, self.CSV_NAME), self.COLUMNS, row)
 
     def on_train_end(self, logs=None):
         step = self._counter.step
         if (
-            self._writer is not None
+            self._recording()
             and self._counter.batches > self._last[2]
             and self._counter.update_ended()
         ):
-            self._record(step)  # the curve's last point
+            self._record(step, final=True)  # the curve's last point
         if self._writer is not None:
             self._writer.flush()
             self._writer.close()
