@@ -53,6 +53,8 @@ QUICKSTART = ExperimentConfig(
     checkpoint_every_minutes=None,
     checkpoint_every_steps=50,
     average_last=5,
+    # Validation (greedy BLEU on 200 valid sentences) every 250 steps, not at each checkpoint.
+    validate_every_steps=250,
     metrics=("bleu", "chrf"),
 )
 

@@ -45,7 +45,7 @@ MAY_CHANGE_ON_RESUME = (
     "model_overrides",
     "preset",
 )
-_PACKAGES = ("keras", "tensorflow", "jax", "keras-transformer")
+_PACKAGES = ("keras", "tensorflow", "jax", "torch", "keras-transformer")
 
 
 def library_versions():
