@@ -264,9 +264,9 @@ def test_command_line(trained, corpus, tmp_path, capsys):
     # An existing export is kept unless --overwrite.
     with pytest.raises(SystemExit) as exit_info:
         export_main(arguments)
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     error = capsys.readouterr().err
-    assert "already exists" in error and len(error.strip().splitlines()) == 1
+    assert "exists; pass --overwrite" in error and len(error.strip().splitlines()) == 1
     assert os.path.getmtime(output / "model.bin") == before
     assert export_main([*arguments, "--overwrite"]) == 0
     assert sorted(os.listdir(tmp_path)) == ["ct2", "translator.keras"]

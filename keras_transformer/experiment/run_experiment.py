@@ -194,12 +194,12 @@ def check_inputs(config):
         FileNotFoundError: a data folder or a split's file does not exist.
         ValueError: `select_on_valid` without a valid split.
     """
+    if config.data_dir is not None and not os.path.isdir(config.data_dir):
+        raise FileNotFoundError(f"--data-dir {config.data_dir} is not a directory.")
     # The generated corpus and TFDS have no files to look up yet.
     check_valid_settings(config, config.data_dir, files=config.data_dir is not None)
     if config.data_dir is None:
         return
-    if not os.path.isdir(config.data_dir):
-        raise FileNotFoundError(f"--data-dir {config.data_dir} is not a directory.")
     splits = [("test", config.test_split)]
     if config.tfds_name is None:
         splits.append(("training", config.train_split))

@@ -150,10 +150,12 @@ def main(argv=None):
         parser.error(f"--alpha must be >= 0. Received: {args.alpha}")
     if args.max_source_length is not None and args.max_source_length < 1:
         parser.error(f"--max-source-length must be >= 1. Received: {args.max_source_length}")
+    _refuse_output_among_inputs(parser, args)
     output_is_empty_folder = os.path.isdir(args.output) and not os.listdir(args.output)
     if os.path.exists(args.output) and not (args.overwrite or output_is_empty_folder):
         parser.fail(f"--output {args.output} exists; pass --overwrite to replace it")
     _resolve_model(parser, args)
+    _refuse_output_among_inputs(parser, args)  # the model a run directory names
     for name in ("model", "weights", "tokenizer", "config"):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
@@ -212,8 +214,7 @@ def _export_ctranslate2(parser, args):
 
 
 def _resolve_model(parser, args):
-    """Points `args.model` at a .keras file (from --run-dir or a --model directory); refuses
-    an --output that would replace the model (exit 2)."""
+    """Points `args.model` at a .keras file (from --run-dir or a --model directory)."""
     try:
         if args.run_dir is not None:
             args.model = RunDirectory(args.run_dir).model_file()
@@ -221,6 +222,10 @@ def _resolve_model(parser, args):
             args.model = resolve_model_file(args.model, "export")
     except ValueError as error:
         parser.error(f"--{'run-dir' if args.run_dir is not None else 'model'} {error}")
+
+
+def _refuse_output_among_inputs(parser, args):
+    """Exits (status 2) when --output is, or holds, the model or the weights it reads."""
     inputs = [("--model", args.model), ("--weights", args.weights)]
     try:
         check_output_is_not_an_input(args.output, inputs)
