@@ -254,6 +254,9 @@ def _run(config, distribution, output_dir, start_time):
             average_last=average_last if config.final_model == "average" else None,
         )
         start = checkpoint.restore(model)
+        # In the strategy's scope: the search it compiles may build the model's variables,
+        # which a distribution strategy must own.
+        validation = validation_callback(config, data_dir, model, tokenizer, output_dir, start)
     check_data_order_settings(config, output_dir, distribution.replicas, resumed=start > 0)
 
     train = make_translation_dataset(
@@ -280,7 +283,6 @@ def _run(config, distribution, output_dir, start_time):
         start_step=start,
         progress=bool(config.verbose),
     )
-    validation = validation_callback(config, data_dir, model, tokenizer, output_dir, start)
     if validation is not None:
         validation.monitor = monitor  # its time is not counted in tokens/s
     callbacks = [monitor, checkpoint]
