@@ -7,6 +7,7 @@ import platform
 
 from keras_transformer.models.presets import get_preset
 from keras_transformer.text.text_files import atomic_output
+from keras_transformer.utils.json_file import read_json_object
 
 # At the top level of the run directory (`--output-dir`).
 RUN_CONFIG_FILE = "config.json"
@@ -99,14 +100,7 @@ def run_settings(config, pipeline, command_line=None):
 
 def read_run_config(path):
     """The dict of a `config.json`; ValueError/OSError name the file."""
-    with open(path, encoding="utf-8") as file:
-        try:
-            settings = json.load(file)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"{path} must hold a JSON object. Received: {type(settings).__name__}")
-    return settings
+    return read_json_object(path)
 
 
 def _differences(recorded, settings):

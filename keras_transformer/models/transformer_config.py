@@ -1,10 +1,10 @@
 """The hyperparameters of a `Seq2SeqTransformer`, with the paper's base values as defaults."""
 
 import dataclasses
-import json
 
 from keras_transformer.layers.matrix_glorot_uniform import ATTENTION_INITIALIZERS
 from keras_transformer.utils.dataclass_config import DataclassConfig
+from keras_transformer.utils.json_file import read_json_object
 
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 
@@ -72,13 +72,7 @@ class TransformerConfig(DataclassConfig):
             OSError: the file cannot be read.
             ValueError: not JSON, or no valid config in it; the message names the file.
         """
-        with open(path, encoding="utf-8") as file:
-            try:
-                content = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path} is not valid JSON: {error}") from None
-        if not isinstance(content, dict):
-            raise ValueError(f"{path} must hold a JSON object. Received: {type(content).__name__}")
+        content = read_json_object(path)
         for key in ("model", "config"):
             if isinstance(content.get(key), dict):
                 content = content[key]
