@@ -34,8 +34,9 @@ def make_model(seed, config=CONFIG, optimizer_steps=0):
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
         rng = np.random.default_rng(seed)
         for _ in range(optimizer_steps):
-            gradients = [
-                rng.normal(size=v.shape).astype("float32") for v in model.trainable_weights
+            gradients = [  # tensors: torch's optimizers take no numpy arrays
+                keras.ops.convert_to_tensor(rng.normal(size=v.shape).astype("float32"))
+                for v in model.trainable_weights
             ]
             model.optimizer.apply_gradients(zip(gradients, model.trainable_weights, strict=True))
     return model

@@ -264,6 +264,11 @@ def test_bad_search_arguments(model):
         build_beam_search(model, bos_id=BOS, eos_id=EOS, stop_rule="never")
 
 
+# Torch draws other initial weights from the same seed; its seeds are picked so that rows of
+# both num_results settle at different steps, as the TF/JAX ones do.
+SEED_OFFSET = {"torch": 6}.get(keras.backend.backend(), 0)
+
+
 @pytest.mark.parametrize("num_results", [1, 2])
 def test_settling_on_the_last_result_keeps_the_results_and_saves_steps(num_results):
     # The former rule waits for the beam_size-th finished hypothesis; stopping on
@@ -271,7 +276,7 @@ def test_settling_on_the_last_result_keeps_the_results_and_saves_steps(num_resul
     # returned hypotheses must be identical, bit for bit, after fewer loop steps.
     # A random model over 3 emittable tokens (UNK, EOS, 4; vocabulary 5 with PAD
     # and BOS banned) ends hypotheses often, so rows settle at different steps.
-    keras.utils.set_random_seed(num_results)
+    keras.utils.set_random_seed(num_results + SEED_OFFSET)
     config = TransformerConfig(
         vocabulary_size=5, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16
     )

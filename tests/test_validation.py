@@ -121,9 +121,11 @@ def test_metrics_equal_an_independent_computation_and_search_is_traced_once(
         assert float(row["bleu"]) == pytest.approx(expected_bleu, abs=1e-9)
         assert float(row["perplexity"]) == pytest.approx(expected_perplexity, rel=1e-5)
         assert float(row["loss"]) == pytest.approx(np.log(expected_perplexity), rel=1e-5)
-    # The compiled search was traced in the first validation (step 2) and never again.
-    assert traced[0][0] < traced[0][1]
-    assert all(before == after for before, after in traced[1:]), traced
+    # The compiled search was traced in the first validation (step 2) and never again. On
+    # torch the search runs eagerly: the encoder runs at every validation, nothing is traced.
+    if keras.backend.backend() != "torch":
+        assert traced[0][0] < traced[0][1]
+        assert all(before == after for before, after in traced[1:]), traced
     assert os.listdir(tmp_path / "validation")  # TensorBoard events
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("valid")]
     assert len(lines) == 3
