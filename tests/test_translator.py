@@ -76,3 +76,13 @@ def test_truncation_is_counted_and_bad_arguments_rejected(tokenizer_and_model):
     with pytest.raises(ValueError, match="max_source_length"):
         Translator(model, tokenizer, max_source_length=0)
     assert translator.translate([]) == []
+
+
+def test_progress_bar_goes_to_stderr_and_stdout_stays_empty(tokenizer_and_model, capsys):
+    tokenizer, model, english = tokenizer_and_model
+    translator = Translator(model, tokenizer, max_extra_length=2)
+    translations = translator.translate([s[:8] for s in english[:3]], verbose=1)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "3/3" in captured.err
+    assert len(translations) == 3

@@ -1,6 +1,8 @@
 """Strings in, translations out: tokenize, batch by length, beam search, detokenize."""
 
+import contextlib
 import math
+import sys
 
 import keras
 import numpy as np
@@ -164,7 +166,7 @@ class Translator:
             sentences: list of str.
             return_scores: bool. Also return each translation's
                 length-penalized log-probability.
-            verbose: `"auto"` (a progress bar from 100 sentences on), 0 or 1.
+            verbose: `"auto"` (a progress bar on stderr from 100 sentences on), 0 or 1.
 
         Returns:
             A list of str in input order, or `(translations, scores)`.
@@ -180,7 +182,7 @@ class Translator:
 
         Args:
             sentences: list of str.
-            verbose: `"auto"` (a progress bar from 100 sentences on), 0 or 1.
+            verbose: `"auto"` (a progress bar on stderr from 100 sentences on), 0 or 1.
 
         Returns:
             A list (input order) of lists of `num_results` `(translation,
@@ -222,5 +224,8 @@ class Translator:
                     for rank in range(self.num_results)
                 ]
             if progress is not None:
-                progress.add(len(rows))
+                # Keras' bar prints to stdout, which carries the translations of
+                # the commands and recipes: progress goes to stderr.
+                with contextlib.redirect_stdout(sys.stderr):
+                    progress.add(len(rows))
         return n_best
