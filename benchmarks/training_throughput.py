@@ -64,8 +64,8 @@ import time
 SIZES = {"num_layers": 2, "d_model": 512, "num_heads": 8, "intermediate_dim": 2048}
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_model_arguments(parser):
+    """The data, model and batch arguments, shared with benchmarks/fast_forms.py."""
     parser.add_argument("--data-dir", default=None, help="Folder with train.{SRC,TGT} files.")
     parser.add_argument("--source-language", default="en", help="Source file suffix.")
     parser.add_argument("--target-language", default="de", help="Target file suffix.")
@@ -82,14 +82,19 @@ def parse_args():
     parser.add_argument("--bucket-growth", type=float, default=1.1, help="Bucket ratio.")
     parser.add_argument("--max-length", type=int, default=128, help="Longest pair kept.")
     parser.add_argument("--num-batches", type=int, default=8, help="Batches per round.")
-    parser.add_argument("--rounds", type=int, default=5, help="Timed passes over the batches.")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument(
         "--jit-compile", default="auto", choices=["auto", "true", "false"],
         help='model.compile(jit_compile=...); "auto" is off on CPU-only TensorFlow.',
     )  # fmt: skip
-    parser.add_argument("--peak-size", type=int, default=2048, help="Side of the peak matmul.")
     parser.add_argument("--seed", type=int, default=0, help="Seed of data and weights.")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_model_arguments(parser)
+    parser.add_argument("--rounds", type=int, default=5, help="Timed passes over the batches.")
+    parser.add_argument("--peak-size", type=int, default=2048, help="Side of the peak matmul.")
     parser.add_argument(
         "--baseline", default="keras-hub", choices=["keras-hub", "torch"],
         help="torch: a plain torch.nn.Transformer (benchmarks/torch_baseline.py); needs "

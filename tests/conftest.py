@@ -3,7 +3,12 @@ from collections import Counter
 import keras
 import pytest
 
-from keras_transformer import TransformerConfig
+from keras_transformer import TransformerConfig, backend
+
+# The fast forms of `keras_transformer.backend` apply on a CPU; a test of one skips elsewhere.
+CPU_FORMS = pytest.mark.skipif(
+    backend.on_accelerator(), reason="a GPU or TPU runs the stock Keras ops, not the CPU forms"
+)
 
 # The files with the longest runs in CI (pytest --durations), started first. Under
 # `--dist loadfile` a file runs whole in one of the two workers, and xdist's own order (most

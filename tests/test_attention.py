@@ -154,7 +154,7 @@ def test_attention_initializers_give_the_closed_form_variances(initializer, qkv_
 
 @pytest.mark.parametrize("length, index", [(1, 0), (1, 5), (3, 2), (3, 6)])
 def test_cache_update_writes_like_dynamic_update_slice(length, index):
-    from keras_transformer.layers.utils import update_cache
+    from keras_transformer.backend import update_cache
 
     rng = np.random.default_rng(0)
     cache = rng.normal(size=(2, 7, 3, 4)).astype("float32")

@@ -132,6 +132,21 @@ def test_training_throughput_runs_both_builds(data_dir, dtype):
     assert ratio is not None and float(ratio.group(1)) > 0, output
 
 
+@pytest.mark.slow  # one model per fast form, each traced for every batch shape
+def test_fast_forms_times_each_form_off_against_all_on(data_dir):
+    from keras_transformer import backend
+
+    output = run_benchmark(
+        "fast_forms", *TINY_MODEL, "--num-batches", "1", "--steps", "2", "--data-dir", data_dir
+    )
+    forms = backend.applicable_forms(xla=keras.backend.backend() == "jax")
+    if not forms:
+        assert "no fast form applies" in output, output
+        return
+    rows = re.findall(r"^\| (\w+) \| [\d.]+ \| [\d.]+ \| (?:yes|no) \(", output, re.M)
+    assert rows == [*forms, "all"], output
+
+
 @tensorflow_only
 def test_pipeline_padding_runs(data_dir):
     output = run_benchmark(

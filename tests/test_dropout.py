@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import CPU_FORMS, to_numpy
 
 from keras_transformer.layers import Dropout
 from keras_transformer.layers.dropout import hash_bits
@@ -158,11 +158,11 @@ def test_philox16_mask_and_gradient_against_a_numpy_decode_of_the_philox_words(s
     np.testing.assert_allclose(tape.gradient(loss, x).numpy(), expected, rtol=1e-6)
 
 
+@CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's XLA switch")
 def test_auto_uses_the_hash_under_xla_and_philox16_elsewhere_on_tensorflow():
     import tensorflow as tf
 
-    assert not tf.config.list_logical_devices("GPU")  # CPU-only: "philox16" outside XLA
     x = np.ones((64, 129), "float32")
 
     def masks(jit_compile):
@@ -182,6 +182,7 @@ def test_auto_uses_the_hash_under_xla_and_philox16_elsewhere_on_tensorflow():
     np.testing.assert_array_equal(eager, kept)  # eager TensorFlow: the same masks
 
 
+@CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX default")
 @pytest.mark.parametrize("jit", [False, True])
 def test_auto_uses_the_hash_on_jax(jit):

@@ -5,6 +5,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from conftest import CPU_FORMS
 from process_group import once_per_suite, run_saving_script
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, paper_optimizer
@@ -49,6 +50,7 @@ def test_updates_equal_keras_adam(tiny_config):
     assert moved == len(start)  # every weight was updated by the learning rate's order
 
 
+@CPU_FORMS
 @TENSORFLOW_ONLY
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_the_one_kernel_update_runs_exactly_outside_xla(jit_compile):

@@ -5,7 +5,7 @@ import collections
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import CPU_FORMS, to_numpy
 
 from keras_transformer.layers.kernel_matmul import add_bias, kernel_matmul
 
@@ -92,6 +92,7 @@ def test_a_kernel_that_is_not_a_matrix_is_refused():
         kernel_matmul(np.ones((5, 2), "float32"), np.ones((3,), "float32"), transpose_kernel=True)
 
 
+@CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
 @pytest.mark.parametrize("transpose_kernel", [False, True], ids=["kernel", "kernel^T"])
 @pytest.mark.parametrize("d_in, d_out", [(16, 24), (24, 16)], ids=["widening", "narrowing"])
@@ -133,6 +134,7 @@ def test_on_jax_cpu_a_kernel_gradient_contracts_the_last_axis_of_a_fenced_transp
     assert str(traced_gradient(ours, 16, 16)) == str(traced_gradient(plain, 16, 16))
 
 
+@CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="the JAX backend's CPU form")
 @pytest.mark.parametrize("tie_output_projection", [True, False], ids=["tied", "untied"])
 def test_on_jax_cpu_the_models_non_square_products_take_the_fenced_form(
@@ -179,6 +181,7 @@ def tensorflow_gradient_ops(function, *shapes):
     return collections.Counter(op.type for op in graph.get_operations()), graph
 
 
+@CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's graph")
 def test_on_tensorflow_the_transposed_kernel_gradient_needs_no_transpose():
     counts, graph = tensorflow_gradient_ops(
@@ -221,6 +224,7 @@ def test_add_bias_is_a_broadcast_sum_and_its_gradient_sums_the_rows(leading):
     np.testing.assert_allclose(gradient, expected, rtol=1e-5, atol=1e-5)
 
 
+@CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's graph")
 def test_on_tensorflow_the_bias_gradient_is_bias_add_grad():
     counts, _ = tensorflow_gradient_ops(add_bias, (3, 5, 16), (16,))

@@ -3,7 +3,7 @@
 import signal
 import threading
 
-import keras
+from keras_transformer import backend
 
 
 def in_one_process(model):
@@ -13,17 +13,7 @@ def in_one_process(model):
     at the next all-reduce. Clusters have their own preemption handling
     (e.g. `tf.distribute.experimental.PreemptionCheckpointHandler`).
     """
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return jax.process_count() == 1
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        strategy = model.distribute_strategy
-        return not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-    return True
+    return backend.in_one_process(model)
 
 
 class StopSignals:

@@ -1,8 +1,8 @@
 """What greedy and beam search share: source lengths, token masks, compilation."""
 
-import keras
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.layers.masks import padding_mask
 
 # Finite stand-in for -inf: sums and divisions of it stay finite, so no NaN appears.
@@ -88,38 +88,13 @@ def reorder_state(state, parents):
 def compile_search(function, model):
     """Compiles `function(*tensors)`, whose decoding loop calls `model`, as one program.
 
-    JAX: `jax.jit` with the model's variables passed as arguments (under a
-    `StatelessScope`), so later weight updates are seen and weights are not
-    baked into the program as constants. TensorFlow: a `tf.function` graph
-    (XLA off, so the same graph exports and serves without XLA). PyTorch:
-    `function` itself, run eagerly under `torch.no_grad()` (the loop's
-    data-dependent stopping and growing cache suit `torch.compile` poorly).
+    Each backend's compilation (`keras_transformer.backend.compile_search`)
+    with the model's variables read at each call, so later weight updates are
+    seen.
 
     Returns a callable with the signature of `function`; it retraces once per
     new input shape.
     """
     if not model.built:  # variables must exist before tracing
         model.build()
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        def stateless(values, *args):
-            with keras.StatelessScope(
-                state_mapping=list(zip(model.variables, values, strict=True))
-            ):
-                return function(*args)
-
-        jitted = jax.jit(stateless)
-        return lambda *args: jitted([v.value for v in model.variables], *args)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(function, reduce_retracing=True)
-    if backend == "torch":
-        import torch
-
-        return torch.no_grad()(function)
-    raise NotImplementedError(
-        f"Decoding supports the tensorflow, jax and torch backends, not {backend}."
-    )
+    return backend.compile_search(function, model.variables)

@@ -1,11 +1,9 @@
 """Inverted dropout with masks that cost little on each backend (paper 5.4)."""
 
-import functools
-
 import keras
 from keras import ops
 
-from keras_transformer.layers.utils import tensorflow_runs_op_by_op
+from keras_transformer import backend
 
 MASK_GENERATORS = ("auto", "hash", "philox16", "keras")
 
@@ -15,20 +13,12 @@ _MIX_1 = 0x85EBCA6B
 _MIX_2 = 0xC2B2AE35
 
 
-def _wrap32(h):
-    """`h` mod 2**32. Keras holds "uint32" as int64 on torch (torch lacks uint32 shifts), so
-    there products and sums are reduced by hand; elsewhere uint32 arithmetic wraps itself."""
-    if keras.backend.backend() != "torch":
-        return h
-    return ops.bitwise_and(h, ops.convert_to_tensor(0xFFFFFFFF, "int64"))
-
-
 def _mix(h):
     """MurmurHash3's 32-bit finalizer: a bijection of uint32 with full avalanche."""
     h = ops.bitwise_xor(h, ops.right_shift(h, 16))
-    h = _wrap32(ops.multiply(h, ops.convert_to_tensor(_MIX_1, "uint32")))
+    h = backend.wrap_uint32(ops.multiply(h, ops.convert_to_tensor(_MIX_1, "uint32")))
     h = ops.bitwise_xor(h, ops.right_shift(h, 13))
-    h = _wrap32(ops.multiply(h, ops.convert_to_tensor(_MIX_2, "uint32")))
+    h = backend.wrap_uint32(ops.multiply(h, ops.convert_to_tensor(_MIX_2, "uint32")))
     return ops.bitwise_xor(h, ops.right_shift(h, 16))
 
 
@@ -47,15 +37,15 @@ def hash_bits(shape, seed):
     Returns:
         uint32 tensor of `shape` (int64 holding uint32 values on torch).
     """
-    seed = _wrap32(ops.cast(seed, "uint32"))
+    seed = backend.wrap_uint32(ops.cast(seed, "uint32"))
     k0 = _mix(ops.bitwise_xor(seed[0], ops.convert_to_tensor(_GOLDEN, "uint32")))
-    k1 = _mix(_wrap32(ops.add(seed[1], k0)))
+    k1 = _mix(backend.wrap_uint32(ops.add(seed[1], k0)))
     size = 1
     for dim in shape:
         size = size * dim
     # int32 positions (TensorFlow has no uint32 range); 2**31 elements is plenty.
     index = ops.cast(ops.reshape(ops.arange(size, dtype="int32"), shape), "uint32")
-    return _mix(_wrap32(ops.add(_mix(ops.bitwise_xor(index, k0)), k1)))
+    return _mix(backend.wrap_uint32(ops.add(_mix(ops.bitwise_xor(index, k0)), k1)))
 
 
 def philox16_dropout(inputs, rate, seed):
@@ -68,7 +58,7 @@ def philox16_dropout(inputs, rate, seed):
     is kept when draw `i` is at least `round(rate * 2**16)`, so the drop
     probability is `rate` to within 2**-17. The kept elements are scaled by
     `1 / (1 - rate)` through one float mask, whose product is also the
-    gradient: about half the cost of Keras' dropout (docs/performance.md).
+    gradient.
 
     Args:
         inputs: float tensor.
@@ -94,13 +84,6 @@ def philox16_dropout(inputs, rate, seed):
     return inputs * mask
 
 
-@functools.cache  # the devices are fixed once TensorFlow has started
-def _tensorflow_has_gpus():
-    import tensorflow as tf
-
-    return bool(tf.config.list_logical_devices("GPU"))
-
-
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Dropout(keras.layers.Layer):
     """Inverted dropout (Srivastava et al., 2014) with masks that cost little.
@@ -110,29 +93,26 @@ class Dropout(keras.layers.Layer):
     to the sums of the embeddings and the positional encodings". The function
     is Keras' `Dropout`: each element is zeroed with probability `rate` and the
     others are scaled by `1 / (1 - rate)`. Only the source of the random mask
-    differs. JAX's default generator (threefry) is a sizeable part of a CPU
-    training step, because XLA cannot fuse its twenty rounds into the
-    surrounding code; `mask_generator="hash"` keeps element `i` when a keyed
-    integer hash of `i` (MurmurHash3's finalizer, twice) is at least
-    `rate * 2**32`, which XLA fuses (docs/performance.md). TensorFlow's
-    Philox masks cost about as
-    much inside XLA-compiled functions (`jit_compile=True`), so the default
-    uses the hash there too. TensorFlow code that XLA does not compile runs
-    one kernel per op, where the hash's dozen integer ops cost more than
-    Philox; there `"philox16"` (`philox16_dropout`) takes two 16-bit draws
-    from each Philox word and applies the mask as one product, which halved
-    the masks' cost against Keras' dropout.
+    differs, chosen by `keras_transformer.backend` for a CPU. JAX's default
+    generator (threefry) cannot be fused by XLA into the surrounding code;
+    `mask_generator="hash"` keeps element `i` when a keyed integer hash of `i`
+    (MurmurHash3's finalizer, twice) is at least `rate * 2**32`, a handful of
+    integer ops that XLA fuses (JAX, and TensorFlow functions compiled by XLA).
+    TensorFlow code that XLA does not compile runs one kernel per op, where
+    the hash's integer ops cost more than Philox; there `"philox16"`
+    (`philox16_dropout`) takes two 16-bit draws from each Philox word and
+    applies the mask as one product.
     Seeds come from a `keras.random.SeedGenerator`, as in Keras' layer, so
     they are saved, restored and advanced the same way.
 
     Args:
         rate: float in [0, 1). Fraction of the inputs to drop.
         seed: int or None. Seed of the layer's `SeedGenerator`.
-        mask_generator: `"auto"` (default: `"hash"` on JAX and in TensorFlow
-            functions compiled by XLA; `"philox16"` in other TensorFlow code
-            on machines without a GPU; `"keras"` there when TensorFlow sees a
-            GPU, where the GPU kernels of uint16 comparisons were not
-            checked), `"hash"` (any backend), `"philox16"` (TensorFlow only:
+        mask_generator: `"auto"` (default: the form `backend.fast_forms()`
+            picks: on a CPU `"hash"` on JAX and in TensorFlow functions
+            compiled by XLA, `"philox16"` in other TensorFlow code; `"keras"`
+            on torch and on a GPU or TPU), `"hash"` (any backend),
+            `"philox16"` (TensorFlow only:
             the drop probability is `rate` rounded to a multiple of 2**-16),
             or `"keras"` (`keras.random.dropout`, any backend).
         **kwargs: other `keras.layers.Layer` arguments (`name`, `dtype`).
@@ -159,11 +139,8 @@ class Dropout(keras.layers.Layer):
                 f"`mask_generator` must be one of {MASK_GENERATORS}. "
                 f"Received: mask_generator={mask_generator!r}"
             )
-        if mask_generator == "philox16" and keras.backend.backend() != "tensorflow":
-            raise ValueError(
-                '`mask_generator="philox16"` needs the TensorFlow backend. Received: '
-                f'mask_generator="philox16" with backend "{keras.backend.backend()}"'
-            )
+        if mask_generator == "philox16":
+            backend.require_tensorflow('mask_generator="philox16"')
         self.rate = float(rate)
         self.seed = seed
         self.mask_generator = mask_generator
@@ -176,9 +153,7 @@ class Dropout(keras.layers.Layer):
         """The generator this call uses: `mask_generator`, with `"auto"` resolved."""
         if self.mask_generator != "auto":
             return self.mask_generator
-        if not tensorflow_runs_op_by_op():
-            return "hash"  # JAX, or TensorFlow compiled by XLA: XLA fuses the hash
-        return "keras" if _tensorflow_has_gpus() else "philox16"
+        return backend.fast_forms().dropout
 
     def call(self, inputs, training=False):
         if not training or self.rate == 0:

@@ -2,34 +2,32 @@
 
 import functools
 
-import keras
 from keras import ops
+
+from keras_transformer import backend
 
 
 def kernel_matmul(inputs, kernel, transpose_kernel=False):
     """`inputs @ kernel` (or `inputs @ kernel^T`) for a weight matrix `kernel`.
 
     The value and both gradients are those of `ops.matmul`; only the form
-    of the kernel gradient `dW = x^T dy` differs, on the JAX backend on a
-    CPU, for kernels that are not square. Autodiff hands XLA a dot that
-    contracts the first axis of both operands. XLA's CPU backend (jax 0.10)
-    runs that form with Eigen, or copies an operand into a transposed layout
-    for its faster YNNPACK kernels, and it picks that operand itself: for the
-    pre-softmax projection, the (tokens, vocabulary) gradient of the logits,
-    with the softmax recomputed inside the copy. Here the narrower of `x`
-    (tokens, d_in) and `dy` (tokens, d_out) is transposed first (fenced by
-    `optimization_barrier` so that XLA cannot fold the transpose back into
-    the dot) and the dot contracts its last axis, which YNNPACK takes:
-    `x^T dy` for widening kernels (`d_in < d_out`: the feed-forward layer's
-    first kernel, 512 -> 2048, and the pre-softmax projection, 512 ->
-    vocabulary), `(dy^T x)^T` for narrowing ones (its second kernel, 2048 ->
-    512); docs/performance.md gives the gain. Square kernels keep autodiff's
-    form (the copy costs
-    what the faster dot saves), as does JAX off the CPU (where the matmul
-    libraries read transposed operands in place). On TensorFlow a transposed
-    kernel is read through `MatMul`'s `transpose_b` flag, so its gradient
-    `dy^T x` comes out in the kernel's layout, where `x @ transpose(w)`
-    would transpose a (d_in, d_out) gradient back.
+    of the kernel gradient `dW = x^T dy` differs, where
+    `keras_transformer.backend` picks it (on a CPU). `kernel_gradient` (JAX),
+    for kernels that are not square: autodiff hands XLA a dot that contracts
+    the first axis of both operands, which XLA's CPU backend runs slowly or
+    after copying the wider operand into a transposed layout (for the
+    pre-softmax projection, the (tokens, vocabulary) gradient of the logits).
+    Here the narrower of `x` (tokens, d_in) and `dy` (tokens, d_out) is
+    transposed first (fenced by `optimization_barrier` so that XLA cannot
+    fold the transpose back into the dot) and the dot contracts its last
+    axis: `x^T dy` for widening kernels (`d_in < d_out`: the feed-forward
+    layer's first kernel and the pre-softmax projection), `(dy^T x)^T` for
+    narrowing ones (its second kernel). Square kernels keep autodiff's form
+    (the copy costs what the faster dot saves). `transposed_kernel`
+    (TensorFlow): a transposed kernel is read through `MatMul`'s
+    `transpose_b` flag, so its gradient `dy^T x` comes out in the kernel's
+    layout, where `x @ transpose(w)` would transpose a (d_in, d_out)
+    gradient back.
 
     Args:
         inputs: (..., d_in) tensor.
@@ -53,12 +51,10 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
         expected = "(d_out, d_in)" if transpose_kernel else "(d_in, d_out)"
         raise ValueError(f"`kernel` must be a matrix {expected}. Received: shape={kernel.shape}")
     d_out, d_in = kernel.shape if transpose_kernel else kernel.shape[::-1]
-    if keras.backend.backend() == "jax" and d_in != d_out:
-        import jax
-
-        if jax.default_backend() == "cpu":
-            return _fenced_matmul(bool(transpose_kernel), d_in < d_out)(inputs, kernel)
-    if transpose_kernel and keras.backend.backend() == "tensorflow":
+    forms = backend.fast_forms()
+    if forms.kernel_gradient and d_in != d_out:
+        return _fenced_matmul(bool(transpose_kernel), d_in < d_out)(inputs, kernel)
+    if transpose_kernel and forms.transposed_kernel:
         return _tensorflow_matmul_transposed(inputs, kernel)
     return ops.matmul(inputs, ops.transpose(kernel) if transpose_kernel else kernel)
 
@@ -66,10 +62,11 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
 def add_bias(outputs, bias):
     """`outputs + bias` for a (..., units) tensor and a (units,) bias.
 
-    On TensorFlow it is `BiasAdd`, whose gradient kernel (`BiasAddGrad`) sums
-    the rows faster than the generic reduction a broadcast `+` gets.
+    Where `keras_transformer.backend` picks `bias_add` (TensorFlow on a CPU)
+    it is `BiasAdd`, whose gradient kernel (`BiasAddGrad`) sums the rows
+    faster than the generic reduction a broadcast `+` gets.
     """
-    if keras.backend.backend() == "tensorflow":
+    if backend.fast_forms().bias_add:
         import tensorflow as tf
 
         return tf.nn.bias_add(outputs, bias)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.utils import tensorflow_runs_op_by_op
+from keras_transformer import backend
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -18,15 +18,14 @@ class LayerNormalization(keras.layers.LayerNormalization):
     Keras computes `x * s + (beta - mean * s)` with `s = gamma / sqrt(var +
     epsilon)`: `s` has the full shape of `x`, and XLA keeps it in memory for
     the backward pass (a (batch, length, d_model) broadcast per LayerNorm).
-    Here the normalized input is scaled last, which leaves only per-position
+    Where `keras_transformer.backend` picks `"scale_last"` (XLA on a CPU) the
+    normalized input is scaled last, which leaves only per-position
     statistics to keep besides the input. In TensorFlow code that XLA does
     not compile, where every elementwise op of autodiff's backward pass is a
-    kernel of its own, the gradient is the closed form instead
-    (`normalized_gradients`; gains in docs/performance.md). XLA fuses
-    autodiff's form as well (a hand-written gradient ran slower there), so
-    JAX and XLA-compiled TensorFlow keep it.
-    On PyTorch, Keras' own code runs: it calls `torch.nn.functional.layer_norm`,
-    one kernel forward and one backward.
+    kernel of its own, it picks `"closed_gradient"`: the gradient is the
+    closed form (`normalized_gradients`). Elsewhere (torch, whose Keras code
+    calls the fused `torch.nn.functional.layer_norm`, and GPUs or TPUs)
+    Keras' own code runs.
     Inputs in float16 or bfloat16 are normalized in float32, as Keras does,
     and returned in the compute dtype.
 
@@ -57,15 +56,16 @@ class LayerNormalization(keras.layers.LayerNormalization):
 
     def call(self, inputs):
         ndim = len(inputs.shape)
-        if keras.backend.backend() == "torch":
-            return super().call(inputs)  # Keras runs torch's own fused `F.layer_norm` there
-        if not (self.center and self.scale and not self.rms_scaling and self._last_axis_only(ndim)):
+        form = backend.fast_forms().layer_norm
+        if form == "keras" or not (
+            self.center and self.scale and not self.rms_scaling and self._last_axis_only(ndim)
+        ):
             return super().call(inputs)
         # At least float32 statistics, as Keras: half-precision variances lose the small values.
         dtype = keras.backend.result_type(inputs.dtype, "float32")
         x = ops.cast(inputs, dtype)  # (..., features)
         gamma, beta = ops.cast(self.gamma, dtype), ops.cast(self.beta, dtype)
-        if tensorflow_runs_op_by_op():
+        if form == "closed_gradient":
             outputs = _tensorflow_layer_norm(x, gamma, beta, self.epsilon)
             return ops.cast(outputs, self.compute_dtype)
         centred = x - ops.mean(x, axis=-1, keepdims=True)

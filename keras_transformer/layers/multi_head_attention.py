@@ -6,11 +6,12 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import add_bias
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
 from keras_transformer.layers.matrix_glorot_uniform import MatrixGlorotUniform
-from keras_transformer.layers.utils import clone_initializer, update_cache
+from keras_transformer.layers.utils import clone_initializer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -203,8 +204,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 # Write this step's keys/values into the preallocated buffers:
                 # fixed shapes keep one compiled program for the whole loop.
                 key_cache, value_cache = cache
-                key_heads = update_cache(key_cache, key_heads, cache_index)
-                value_heads = update_cache(value_cache, value_heads, cache_index)
+                key_heads = backend.update_cache(key_cache, key_heads, cache_index)
+                value_heads = backend.update_cache(value_cache, value_heads, cache_index)
                 cache = (key_heads, value_heads)
 
         mask = None

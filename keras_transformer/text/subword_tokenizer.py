@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_hub.tokenizers import SentencePieceTokenizer
 from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
+from keras_transformer import compat
 from keras_transformer.text.text_files import write_bytes_atomic
 
 # Special ids every vocabulary of this package is trained with. The model's
@@ -31,9 +32,7 @@ MIN_BASE64_LENGTH = 2048
 
 def _in_safe_mode():
     # keras-hub guards file paths in deserialized configs the same way.
-    from keras.src.saving import serialization_lib
-
-    return bool(serialization_lib.in_safe_mode())
+    return compat.in_safe_mode()
 
 
 def proto_to_bytes(proto):

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_transformer.layers.utils import tensorflow_runs_op_by_op
+from keras_transformer import backend, compat
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -19,15 +19,16 @@ class FusedAdam(keras.optimizers.Adam):
         m <- m + (g - m)(1 - beta_1),  v <- v + (g^2 - v)(1 - beta_2),
         w <- w - lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
 
-    On a CPU this takes about a third of the time of Keras' update
-    (docs/performance.md). Everything else is Keras' `Adam`: the arguments,
-    the variables (so checkpoints load either way), weight decay, clipping,
-    gradient accumulation, loss scaling and the distribution strategies,
-    under which the update runs per replica as Keras' own does. On PyTorch
-    the update is Keras' own for `Adam` there: all variables at once through
-    `torch._foreach_*` kernels. On JAX, in
-    XLA-compiled TensorFlow functions (XLA fuses Keras' ops), with `amsgrad`,
-    and for sparse (`IndexedSlices`) gradients, Keras' update runs unchanged.
+    `keras_transformer.backend` picks this update (`fused_adam`) for
+    TensorFlow on a CPU outside XLA. Everything else is Keras' `Adam`: the
+    arguments, the variables (so checkpoints load either way), weight decay,
+    clipping, gradient accumulation, loss scaling and the distribution
+    strategies, under which the update runs per replica as Keras' own does.
+    On PyTorch the update is Keras' own for `Adam` there: all variables at
+    once through `torch._foreach_*` kernels. On JAX, in XLA-compiled
+    TensorFlow functions (XLA fuses Keras' ops), on a GPU or TPU, with
+    `amsgrad`, and for sparse (`IndexedSlices`) gradients, Keras' update
+    runs unchanged.
 
     Args:
         name: the optimizer's name; `"adam"`, as Keras' `Adam`, so that the
@@ -43,16 +44,10 @@ class FusedAdam(keras.optimizers.Adam):
         super().__init__(*args, name=name, **kwargs)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if keras.backend.backend() != "torch":
-            return super()._backend_update_step(grads, trainable_variables, learning_rate)
-        # Keras gives plain `Adam` on torch an update of all variables at once through
-        # `torch._foreach_*` (its `TorchParallelOptimizer`); a subclass gets the
-        # per-variable loop. The same update, applied to this optimizer's variables.
-        import torch
-        from keras.src.backend.torch.optimizers import torch_adam
-
-        with torch.no_grad():
-            torch_adam.Adam._parallel_update_step(self, grads, trainable_variables, learning_rate)
+        # Keras gives plain `Adam` on torch an update of all variables at once; a subclass
+        # would get the per-variable loop.
+        if not backend.adam_update_all(self, grads, trainable_variables, learning_rate):
+            super()._backend_update_step(grads, trainable_variables, learning_rate)
 
     def update_step(self, gradient, variable, learning_rate):
         if not self._runs_fused(gradient):
@@ -61,8 +56,7 @@ class FusedAdam(keras.optimizers.Adam):
 
         dtype = variable.dtype
         local_step = tf.cast(self.iterations + 1, dtype)
-        index = self._get_variable_index(variable)
-        momentum, velocity = self._momentums[index], self._velocities[index]
+        momentum, velocity = compat.adam_moments(self, variable)
         tf.raw_ops.ResourceApplyAdam(
             var=variable.handle,
             m=momentum.value.handle,
@@ -77,7 +71,7 @@ class FusedAdam(keras.optimizers.Adam):
         )
 
     def _runs_fused(self, gradient):
-        if self.amsgrad or not tensorflow_runs_op_by_op():
+        if self.amsgrad or not backend.fast_forms().fused_adam:
             return False
         import tensorflow as tf
 

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_transformer import compat
+
 
 def inner_optimizer(optimizer):
     """The optimizer that holds the schedule and counters (unwraps loss scaling)."""
@@ -23,6 +25,4 @@ def batches_trained(optimizer):
     gradient accumulation; Keras keeps the batch counter in `_iterations`.
     A `LossScaleOptimizer` does not count the steps it skipped.
     """
-    optimizer = inner_optimizer(optimizer)
-    counter = getattr(optimizer, "_iterations", optimizer.iterations)
-    return int(ops.convert_to_numpy(counter))
+    return int(ops.convert_to_numpy(compat.batch_counter(inner_optimizer(optimizer))))

@@ -1,0 +1,336 @@
+"""The one place that looks at the Keras backend and the device, and picks each fast form.
+
+The layers, the loss and the optimizer compute the functions of Keras' own
+ops; on some backends a different form of the same function trains faster
+on a CPU (docs/performance.md). `fast_forms()` says which form applies; it is
+called when a layer is built or a function traced, so a compiled step holds
+one form and no check. The forms, where each is on:
+
+| form | on |
+|---|---|
+| `hash_dropout`: masks from an integer hash of the element index | JAX, TensorFlow under XLA |
+| `philox16_dropout`: masks from 16-bit Philox draws | TensorFlow without XLA |
+| `layer_norm_scale_last`: LayerNorm scaling the normalized input last | JAX, TensorFlow under XLA |
+| `layer_norm_gradient`: LayerNorm's closed-form gradient | TensorFlow without XLA |
+| `fused_adam`: Adam as TensorFlow's one-kernel `ResourceApplyAdam` | TensorFlow without XLA |
+| `kernel_gradient`: kernel gradients, narrower operand transposed first | JAX |
+| `transposed_kernel`: a transposed kernel as `MatMul(transpose_b=True)` | TensorFlow |
+| `bias_add`: biases through `BiasAdd` | TensorFlow |
+| `loss_gradient`: the label-smoothed loss's one-expression gradient | JAX, TensorFlow |
+
+All were measured on a CPU only, so on a GPU or TPU (JAX's default backend is
+not "cpu", or TensorFlow sees a GPU or TPU) every form falls back to the
+stock Keras op. On torch the stock ops run everywhere: none of these forms
+was measured faster there (Keras' torch ops call torch's own fused kernels).
+
+For measurement, the environment variable `KERAS_TRANSFORMER_FAST_FORMS`
+turns forms off: a comma-separated list of the names above, or `none` for
+all of them (read once, at the first use). `fast_forms_disabled` does the
+same within one process, for the benchmark that compares them.
+
+Cache writes (`update_cache`) and the compilation of decoding
+(`compile_search`) are not speed choices: each backend gets the form that
+is correct there.
+"""
+
+import contextlib
+import dataclasses
+import functools
+import os
+
+import keras
+from keras import ops
+
+from keras_transformer import compat
+
+FORMS = (
+    "hash_dropout",
+    "philox16_dropout",
+    "layer_norm_scale_last",
+    "layer_norm_gradient",
+    "fused_adam",
+    "kernel_gradient",
+    "transposed_kernel",
+    "bias_add",
+    "loss_gradient",
+)
+ENVIRONMENT_VARIABLE = "KERAS_TRANSFORMER_FAST_FORMS"
+
+_override = None  # the forms `fast_forms_disabled` turns off, when set
+
+
+@dataclasses.dataclass(frozen=True)
+class FastForms:
+    """The forms that apply where a layer is built or a function traced.
+
+    Attributes:
+        dropout: `"hash"`, `"philox16"` or `"keras"` (`keras.random.dropout`).
+        layer_norm: `"scale_last"`, `"closed_gradient"` or `"keras"`
+            (`keras.layers.LayerNormalization`'s own code).
+        fused_adam: bool. Adam's update as `ResourceApplyAdam`.
+        kernel_gradient: bool. `kernel_matmul`'s fenced kernel gradient.
+        transposed_kernel: bool. `MatMul(transpose_b=True)` for transposed kernels.
+        bias_add: bool. `BiasAdd` for biases.
+        loss_gradient: bool. The label-smoothed loss's one-expression gradient.
+    """
+
+    dropout: str = "keras"
+    layer_norm: str = "keras"
+    fused_adam: bool = False
+    kernel_gradient: bool = False
+    transposed_kernel: bool = False
+    bias_add: bool = False
+    loss_gradient: bool = False
+
+
+def _parse_disabled(value):
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    if "none" in names:
+        return frozenset(FORMS)
+    unknown = names - set(FORMS)
+    if unknown:
+        raise ValueError(
+            f"{ENVIRONMENT_VARIABLE} names unknown fast forms {sorted(unknown)}; "
+            f'the forms are {", ".join(FORMS)}, or "none" for all.'
+        )
+    return frozenset(names)
+
+
+@functools.cache
+def _disabled_by_environment():
+    return _parse_disabled(os.environ.get(ENVIRONMENT_VARIABLE, ""))
+
+
+def disabled_forms():
+    """The names of the fast forms turned off (environment variable or `fast_forms_disabled`)."""
+    return _override if _override is not None else _disabled_by_environment()
+
+
+@contextlib.contextmanager
+def fast_forms_disabled(names):
+    """Turns off the fast forms `names` (or `"none"`: all) for what is built or traced inside.
+
+    Args:
+        names: iterable of names from `FORMS`, or a comma-separated string
+            as `KERAS_TRANSFORMER_FAST_FORMS` takes.
+    """
+    global _override
+    previous = _override
+    _override = _parse_disabled(names if isinstance(names, str) else ",".join(names))
+    try:
+        yield
+    finally:
+        _override = previous
+
+
+@functools.cache  # the devices are fixed once the backend has started
+def on_accelerator():
+    """Whether the backend computes on a GPU or TPU rather than the CPU."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() != "cpu"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        # The visible devices, not the logical ones: asking for those would start TensorFlow's
+        # runtime, after which a program can no longer split the CPU or choose devices.
+        return any(tf.config.get_visible_devices(kind) for kind in ("GPU", "TPU"))
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available() or torch.backends.mps.is_available()
+    return True  # an unknown backend: the stock ops
+
+
+def fast_forms():
+    """The `FastForms` record for code built or traced now."""
+    backend = keras.backend.backend()
+    if backend not in ("jax", "tensorflow") or on_accelerator():
+        return FastForms()
+    xla = backend == "jax" or compat.in_xla_context()
+    return _cpu_forms(backend, xla, disabled_forms())
+
+
+def applicable_forms(xla):
+    """The names of the forms that are on for this backend and device.
+
+    Args:
+        xla: bool. Whether the code is compiled by XLA (always so on JAX).
+
+    Returns:
+        A tuple of names from `FORMS`.
+    """
+    backend = keras.backend.backend()
+    if backend not in ("jax", "tensorflow") or on_accelerator():
+        return ()
+    xla = xla or backend == "jax"
+    everything = _cpu_forms(backend, xla, frozenset())
+    return tuple(
+        name for name in FORMS if _cpu_forms(backend, xla, frozenset({name})) != everything
+    )
+
+
+@functools.cache
+def _cpu_forms(backend, xla, disabled):
+    def on(name):
+        return name not in disabled
+
+    if xla:
+        dropout = "hash" if on("hash_dropout") else "keras"
+        layer_norm = "scale_last" if on("layer_norm_scale_last") else "keras"
+    else:
+        dropout = "philox16" if on("philox16_dropout") else "keras"
+        layer_norm = "closed_gradient" if on("layer_norm_gradient") else "keras"
+    tensorflow = backend == "tensorflow"
+    return FastForms(
+        dropout=dropout,
+        layer_norm=layer_norm,
+        fused_adam=tensorflow and not xla and on("fused_adam"),
+        kernel_gradient=backend == "jax" and on("kernel_gradient"),
+        transposed_kernel=tensorflow and on("transposed_kernel"),
+        bias_add=tensorflow and on("bias_add"),
+        loss_gradient=on("loss_gradient"),
+    )
+
+
+def require_tensorflow(argument):
+    """Raises `ValueError` naming `argument` unless the backend is TensorFlow."""
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise ValueError(
+            f"`{argument}` needs the TensorFlow backend. Received: {argument} "
+            f'with backend "{backend}"'
+        )
+
+
+def wrap_uint32(x):
+    """`x` mod 2**32 for "uint32" integer arithmetic.
+
+    Keras holds "uint32" as int64 on torch (torch lacks uint32 shifts), so
+    there products and sums are reduced by hand; elsewhere uint32 wraps itself.
+    """
+    if keras.backend.backend() != "torch":
+        return x
+    return ops.bitwise_and(x, ops.convert_to_tensor(0xFFFFFFFF, "int64"))
+
+
+def adam_update_all(optimizer, grads, variables, learning_rate):
+    """Applies Keras' own all-variables update of `Adam` where a subclass would lose it.
+
+    On torch Keras gives plain `Adam` one update of all variables through
+    `torch._foreach_*` kernels, but a subclass the per-variable loop.
+
+    Returns:
+        True when the update was applied here; False where the caller's
+        (Keras') update applies.
+    """
+    if keras.backend.backend() != "torch":
+        return False
+    compat.torch_adam_update_all(optimizer, grads, variables, learning_rate)
+    return True
+
+
+def replica_context():
+    """The `tf.distribute` replica context when the batch is split over replicas, else None."""
+    if keras.backend.backend() != "tensorflow":
+        return None  # JAX's `keras.distribution` shows the loss the global batch
+    import tensorflow as tf
+
+    if not tf.distribute.has_strategy() or tf.distribute.in_cross_replica_context():
+        return None
+    context = tf.distribute.get_replica_context()
+    return context if context is not None and context.num_replicas_in_sync > 1 else None
+
+
+def in_one_process(model):
+    """False when `model` trains across processes (multi-worker TF, multi-process JAX)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.process_count() == 1
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        strategy = model.distribute_strategy
+        return not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return True
+
+
+def update_cache(cache, update, index):
+    """`cache` with `update` written at position `index` of axis 1.
+
+    The semantics of XLA's DynamicUpdateSlice: the start is clamped so the
+    update fits. On JAX it is `ops.slice_update` (one in-place XLA op). On
+    TensorFlow, Keras implements `ops.slice_update` with the op
+    `XlaDynamicUpdateSlice`, which only runs compiled by XLA: a graph holding
+    it fails in a `tensorflow_model_server` (no XLA). There the write is
+    `TensorScatterUpdate`, a core op that copies the values exactly, so both
+    paths decode the same numbers. Torch's slice assignment does not clamp,
+    and torch decodes eagerly, so there the start is clamped in Python.
+
+    Args:
+        cache: (batch, cache_length, heads, dim) tensor.
+        update: (batch, update_length, heads, dim) tensor, cast to the cache dtype.
+        index: int scalar (Python or tensor). First position written.
+
+    Returns:
+        A tensor of the shape and dtype of `cache`.
+    """
+    update = ops.cast(update, cache.dtype)
+    backend = keras.backend.backend()
+    if backend == "torch":
+        last_start = cache.shape[1] - update.shape[1]
+        index = min(max(int(index), 0), last_start)  # eager: the index is a concrete value
+    if backend != "tensorflow":
+        return ops.slice_update(cache, [0, index, 0, 0], update)
+    import tensorflow as tf
+
+    batch, cache_length = tf.unstack(tf.shape(cache, out_type=tf.int32)[:2])
+    update_length = tf.shape(update, out_type=tf.int32)[1]
+    start = tf.clip_by_value(tf.cast(index, tf.int32), 0, cache_length - update_length)
+    rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, update_length])
+    columns = tf.broadcast_to(start + tf.range(update_length)[None, :], [batch, update_length])
+    indices = tf.stack([rows, columns], axis=-1)  # (batch, update_length, 2)
+    return tf.tensor_scatter_nd_update(cache, indices, update)
+
+
+def compile_search(function, variables):
+    """Compiles `function(*tensors)`, which reads `variables`, as one program.
+
+    JAX: `jax.jit` with the variables passed as arguments (under a
+    `StatelessScope`), so later weight updates are seen and weights are not
+    baked into the program as constants. TensorFlow: a `tf.function` graph
+    (XLA off, so the same graph exports and serves without XLA). PyTorch:
+    `function` itself, run eagerly under `torch.no_grad()` (a decoding loop's
+    data-dependent stopping and growing cache suit `torch.compile` poorly).
+
+    Returns:
+        A callable with the signature of `function`; it retraces once per new
+        input shape.
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        variables = list(variables)
+
+        def stateless(values, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+                return function(*args)
+
+        jitted = jax.jit(stateless)
+        return lambda *args: jitted([v.value for v in variables], *args)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, reduce_retracing=True)
+    if backend == "torch":
+        import torch
+
+        return torch.no_grad()(function)
+    raise NotImplementedError(
+        f"Decoding supports the tensorflow, jax and torch backends, not {backend}."
+    )

@@ -1,0 +1,104 @@
+"""`keras_transformer.backend`: the only module that looks at the backend, and its switches."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from conftest import to_numpy
+
+from keras_transformer import backend
+from keras_transformer.layers import Dropout, LayerNormalization
+
+PACKAGE = pathlib.Path(backend.__file__).parent
+# Calls that look at the backend or device, and private TensorFlow / Keras names.
+CHECKS = re.compile(
+    r"keras\.backend\.backend\(\)|default_backend\(\)|_devices\("
+    r"|cuda\.is_available|keras\.src\b|tensorflow\.python\b|control_flow_util"
+    r"|\._momentums|\._velocities|\._iterations"
+)
+# Files allowed to look for themselves, and why: the distribution and export code picks a
+# distribution strategy, a JAX compilation cache or a TensorFlow process for a SavedModel,
+# not a form of a computation; the multi-worker workarounds of the model move with the
+# distribution code.
+EXCEPTIONS = {
+    "backend.py": "the one place that picks forms",
+    "compat.py": "the private TensorFlow and Keras names",
+    "experiment/run_distribution.py": "distribution strategies per backend",
+    "experiment/run_experiment.py": "JAX's persistent compilation cache",
+    "export/export_saved_model.py": "SavedModels are written by a TensorFlow process",
+    "export/__main__.py": "SavedModels are written by a TensorFlow process",
+    "models/seq2seq_transformer.py": "multi-worker workarounds, moving to distribution code",
+    "models/_multi_worker_logs.py": "multi-worker workarounds, moving to distribution code",
+}
+
+
+def test_no_other_module_looks_at_the_backend_or_imports_private_names():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name in EXCEPTIONS:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#")[0]
+            if CHECKS.search(code):
+                found.append(f"keras_transformer/{name}:{number}: {line.strip()}")
+    assert not found, "backend checks outside backend.py / compat.py:\n" + "\n".join(found)
+    for name in EXCEPTIONS:
+        assert (PACKAGE / name).exists(), f"stale exception {name}"
+
+
+def test_the_environment_variable_names_forms_or_none():
+    assert backend._parse_disabled("") == frozenset()
+    assert backend._parse_disabled(" fused_adam, bias_add ") == {"fused_adam", "bias_add"}
+    assert backend._parse_disabled("none") == frozenset(backend.FORMS)
+    with pytest.raises(ValueError, match=r"KERAS_TRANSFORMER_FAST_FORMS.*'hash'"):
+        backend._parse_disabled("hash")
+
+
+def test_the_environment_variable_is_read_at_start():
+    code = "from keras_transformer import backend; print(sorted(backend.disabled_forms()))"
+    env = {**os.environ, backend.ENVIRONMENT_VARIABLE: "loss_gradient,bias_add"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip().splitlines()[-1] == "['bias_add', 'loss_gradient']"
+
+
+def test_all_forms_off_give_the_stock_keras_ops():
+    with backend.fast_forms_disabled("none"):
+        assert backend.fast_forms() == backend.FastForms()
+        x = keras.ops.reshape(keras.ops.linspace(-2.0, 2.0, 64 * 32), (64, 32))
+        layer = Dropout(0.5, seed=3)
+        generator = keras.random.SeedGenerator(3)
+        np.testing.assert_array_equal(
+            to_numpy(layer(x, training=True)),
+            to_numpy(keras.random.dropout(x, 0.5, seed=generator)),
+        )
+        ours = LayerNormalization(epsilon=1e-6)
+        stock = keras.layers.LayerNormalization(epsilon=1e-6)
+        np.testing.assert_allclose(to_numpy(ours(x)), to_numpy(stock(x)), rtol=1e-6, atol=1e-6)
+    assert backend.disabled_forms() == backend._disabled_by_environment()
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "torch" and not backend.on_accelerator(),
+    reason="the CPU forms of TensorFlow and JAX",
+)
+def test_torch_and_accelerators_use_the_stock_keras_ops():
+    assert backend.fast_forms() == backend.FastForms()
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch" or backend.on_accelerator(), reason="the stock ops there"
+)
+def test_turning_one_form_off_leaves_the_others():
+    on = backend.fast_forms()
+    with backend.fast_forms_disabled(["loss_gradient"]):
+        off = backend.fast_forms()
+    assert on.loss_gradient and not off.loss_gradient
+    assert (on.dropout, on.layer_norm) == (off.dropout, off.layer_norm) != ("keras", "keras")
