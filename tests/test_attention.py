@@ -53,6 +53,24 @@ def test_growing_cache_reproduces_full_causal_attention():
     np.testing.assert_allclose(to_numpy(cache[0]), to_numpy(layer.key_dense(x)), atol=1e-6)
 
 
+def test_fixed_matrices_give_the_same_outputs_and_follow_weight_changes():
+    rng = np.random.default_rng(4)
+    query = rng.normal(size=(2, 3, 8)).astype("float32")
+    memory = rng.normal(size=(2, 5, 8)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, use_bias=True)
+    expected = (to_numpy(layer(query, use_causal_mask=True)), to_numpy(layer(query, memory)))
+    with layer.fixed_matrices():
+        inside = (to_numpy(layer(query, use_causal_mask=True)), to_numpy(layer(query, memory)))
+    for got, want in zip(inside, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    # Outside the context the matrices are read from the weights again.
+    layer.output_dense.kernel.assign(2.0 * layer.output_dense.kernel)
+    doubled = to_numpy(layer(query, memory))
+    np.testing.assert_allclose(
+        doubled, 2.0 * expected[1] - to_numpy(layer.output_dense.bias), atol=1e-5
+    )
+
+
 def test_static_cache_equals_recomputing_keys_and_values():
     rng = np.random.default_rng(3)
     query = rng.normal(size=(2, 3, 8)).astype("float32")

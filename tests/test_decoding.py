@@ -1,3 +1,4 @@
+import contextlib
 import itertools
 
 import keras
@@ -125,6 +126,9 @@ class ScriptedModel:
 
     def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length):
         return {"encoder_padding_mask": encoder_token_ids != PAD}
+
+    def fixed_decoder_weights(self):
+        return contextlib.nullcontext()  # no weights
 
     def decode(self, token_ids, cache, index):
         vocab = np.arange(self.vocabulary_size)

@@ -174,7 +174,10 @@ def build_beam_search(
             finished_scores,
             cache,
         )
-        num_steps_run, _, _, finished, finished_scores, _ = ops.while_loop(not_done, step_fn, state)
+        with model.fixed_decoder_weights():  # the loop's weights, prepared once
+            num_steps_run, _, _, finished, finished_scores, _ = ops.while_loop(
+                not_done, step_fn, state
+            )
         tokens = finished[:, :num_results, 1:]  # drop BOS
         scores = finished_scores[:, :num_results]
         # EOS and whatever follows it become padding; so do slots never filled

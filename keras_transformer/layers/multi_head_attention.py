@@ -1,5 +1,6 @@
 """Multi-head scaled dot-product attention (paper sections 3.2.1 and 3.2.2)."""
 
+import contextlib
 import math
 
 import keras
@@ -254,18 +255,55 @@ class MultiHeadAttention(keras.layers.Layer):
             bias = None if bias is None else bias * scale
         return kernel, bias
 
+    def _matrices(self, denses):
+        """The matrices of `denses` side by side: one (d_in, sum of widths) kernel, one bias.
+
+        Inside `fixed_matrices` they come from its memo, computed once outside the
+        decoding loop.
+        """
+        memo = getattr(self, "_fixed_matrices", None)
+        if memo is not None and denses in memo:
+            return memo[denses]
+        kernels, biases = zip(*(self._matrix(dense) for dense in denses), strict=True)
+        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
+        bias = None
+        if self.use_bias:
+            bias = biases[0] if len(biases) == 1 else ops.concatenate(biases)
+        return kernel, bias
+
+    @contextlib.contextmanager
+    def fixed_matrices(self):
+        """Computes the projection matrices once, on entry, for the calls made inside.
+
+        A decoding loop applies the same weights at every step. Built inside the
+        loop, the reshaped, scaled and concatenated kernels of `_matrix` are
+        recomputed at every step of a TensorFlow graph (XLA hoists them itself).
+        Enter this in the same trace as the loop, before it; the values are the
+        same either way.
+        """
+        if not self.built:
+            raise ValueError("`fixed_matrices` needs a built layer: call it once first.")
+        q, k, v, o = self.query_dense, self.key_dense, self.value_dense, self.output_dense
+        groups = ((q, k, v), (q,), (k, v), (o,))
+        fixed = {denses: self._matrices(denses) for denses in groups}
+        # Plain attributes: Keras would track a dict of tensors as layer state.
+        object.__setattr__(self, "_fixed_matrices", fixed)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_fixed_matrices", None)
+
     def _project(self, inputs, denses):
         """Projects `inputs` (batch, length, d_in) through `denses` with one matmul.
 
         Returns one (batch, length, num_heads, head_dim) tensor per dense;
         queries come out divided by sqrt(d_k).
         """
-        kernels, biases = zip(*(self._matrix(dense) for dense in denses), strict=True)
-        sizes = [kernel.shape[-1] for kernel in kernels]
-        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
+        kernel, bias = self._matrices(tuple(denses))
+        sizes = [int(np.prod(dense.kernel.shape[1:])) for dense in denses]
         outputs = ops.matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
-        if self.use_bias:
-            outputs = add_bias(outputs, biases[0] if len(biases) == 1 else ops.concatenate(biases))
+        if bias is not None:
+            outputs = add_bias(outputs, bias)
         parts = (
             [outputs]
             if len(sizes) == 1
@@ -288,7 +326,7 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.einsum("bhqt,bthv->bqhv", dropped, value_heads)  # (batch, q, h, d_v)
         leading = ops.shape(context)[:2]  # (batch, q)
         context = ops.reshape(context, (*leading, self.num_heads * self.value_dim))
-        kernel, bias = self._matrix(self.output_dense)  # (h * d_v, output_dim)
+        kernel, bias = self._matrices((self.output_dense,))  # (h * d_v, output_dim)
         outputs = ops.matmul(context, kernel)  # (batch, q, output_dim)
         return (outputs if bias is None else add_bias(outputs, bias)), weights
 

@@ -1,5 +1,7 @@
 """The encoder-decoder Transformer of paper section 3 as a `keras.Model`."""
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -299,6 +301,26 @@ class Seq2SeqTransformer(keras.Model):
             "cross_value": tuple(value for _, value in cross),
             "encoder_padding_mask": padding_mask(encoder_token_ids, c.pad_id),
         }
+
+    @contextlib.contextmanager
+    def fixed_decoder_weights(self):
+        """Decoder attention matrices computed once, for a decoding loop entered inside.
+
+        `decode` called in a loop applies the same weights at every step; entered
+        in the same trace before the loop, this prepares them once instead of at
+        every step (see `MultiHeadAttention.fixed_matrices`). Same values.
+
+        Example:
+
+        >>> with model.fixed_decoder_weights():
+        ...     tokens, scores = ops.while_loop(not_done, step, state)
+        """
+        self._ensure_built()
+        with contextlib.ExitStack() as stack:
+            for block in self.decoder_blocks:
+                stack.enter_context(block.self_attention.fixed_matrices())
+                stack.enter_context(block.cross_attention.fixed_matrices())
+            yield
 
     def decode(self, decoder_token_ids, cache, index):
         """Decodes from position `index` on, reading and extending `cache`.
