@@ -125,6 +125,9 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+    from keras_transformer.experiment.keras_distribute_workarounds import (
+        apply_distribute_workarounds,
+    )
     from keras_transformer.training import FusedAdam
 
     config = TransformerConfig(vocabulary_size=23, num_layers=1, d_model=16, num_heads=2,
@@ -139,7 +142,7 @@ MIRRORED = textwrap.dedent(
     for name, optimizer_class in [("fused", FusedAdam), ("keras", keras.optimizers.Adam)]:
         keras.utils.set_random_seed(1)
         with strategy.scope():
-            model = Seq2SeqTransformer(config)
+            model = apply_distribute_workarounds(Seq2SeqTransformer(config))
             model.compile(optimizer=optimizer_class(3e-2, beta_2=0.98, epsilon=1e-9),
                           loss=LabelSmoothedCrossEntropy(), jit_compile=False)
             model.fit(data, epochs=1, verbose=0)

@@ -20,6 +20,9 @@ from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
+from keras_transformer.experiment.keras_distribute_workarounds import (
+    apply_distribute_workarounds,
+)
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
 from keras_transformer.experiment.run_config_file import (
     check_resumed_settings,
@@ -226,7 +229,9 @@ def _run(config, distribution, output_dir, start_time):
     if average_last is None:
         average_last = preset.averaged_checkpoints
     with distribution.scope:
-        model = Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
+        model = apply_distribute_workarounds(
+            Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
+        )
         smoothing = config.label_smoothing
         if smoothing is None:
             smoothing = preset.label_smoothing

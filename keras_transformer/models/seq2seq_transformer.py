@@ -14,7 +14,6 @@ from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPos
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
-from keras_transformer.models._multi_worker_logs import reducible_logs
 from keras_transformer.models.presets import get_preset
 from keras_transformer.models.transformer_config import TransformerConfig
 
@@ -400,36 +399,6 @@ class Seq2SeqTransformer(keras.Model):
                 )
             tensors.append(inputs[key])
         return tensors
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Keras 3.15 (TensorFlow backend) builds a model under tf.distribute
-        # from `strategy.reduce("MEAN", first_batch)`: that turns int token ids
-        # into floats, and MultiWorkerMirroredStrategy rejects the nested dict
-        # outright. One replica's share of the batch has the right dtypes and
-        # shapes, which is all the build needs.
-        strategy = getattr(self, "_distribute_strategy", None)
-        if keras.backend.backend() != "tensorflow" or strategy is None or iterator is None:
-            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-        import tensorflow as tf
-
-        def local(value):
-            if isinstance(value, tf.distribute.DistributedValues):
-                return strategy.experimental_local_results(value)[0]
-            return value
-
-        for _, _, batches in iterator:
-            data_batch = keras.tree.map_structure(local, next(batches))
-            break
-        with strategy.scope():
-            self._symbolic_build(data_batch=data_batch)
-
-    # Keras 3.15 fails to reduce scalar logs across workers (tensorflow/tensorflow#72388);
-    # remove both overrides with `_multi_worker_logs` once Keras handles them.
-    def train_step(self, *args, **kwargs):
-        return reducible_logs(self, super().train_step(*args, **kwargs))
-
-    def test_step(self, *args, **kwargs):
-        return reducible_logs(self, super().test_step(*args, **kwargs))
 
     def get_config(self):
         config = super().get_config()
