@@ -38,9 +38,11 @@ import numpy as np
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, paper_optimizer
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import perplexity
-from keras_transformer.experiment.recipes import MULTI30K
+from keras_transformer.experiment.recipes import load_recipe
 from keras_transformer.models import get_preset
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer, train_vocabulary
+
+MULTI30K = load_recipe("multi30k")
 
 # Training sentences whose encoder outputs and attention are inspected.
 PROBE_SENTENCES = 8

@@ -30,7 +30,7 @@ import keras
 
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback
-from keras_transformer.experiment.recipes import RECIPES
+from keras_transformer.experiment.recipes import load_recipe, recipe_names
 from keras_transformer.experiment.run_experiment import split_paths
 from keras_transformer.experiment.valid_split import config_translator, valid_batches
 from keras_transformer.models import Seq2SeqTransformer, get_preset
@@ -50,7 +50,7 @@ def _since(start):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--recipe", default="multi30k", choices=sorted(RECIPES))
+    parser.add_argument("--recipe", default="multi30k", choices=recipe_names())
     parser.add_argument("--vocabulary", help="A vocabulary.model to reuse (else trained).")
     parser.add_argument("--steps", type=int, default=40, help="Training steps timed.")
     parser.add_argument("--repeats", type=int, default=2, help="Validations timed.")
@@ -58,7 +58,7 @@ def main():
     parser.add_argument("--valid-search", choices=("greedy", "beam"))
     arguments = parser.parse_args()
 
-    config = RECIPES[arguments.recipe].replace(data_dir=arguments.data_dir)
+    config = load_recipe(arguments.recipe).replace(data_dir=arguments.data_dir)
     for name in ("valid_max_sentences", "valid_search"):
         if getattr(arguments, name) is not None:
             config = config.replace(**{name: getattr(arguments, name)})

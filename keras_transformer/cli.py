@@ -19,18 +19,18 @@ PROG = "keras-transformer"
 
 def _train(argv):
     from keras_transformer.experiment.recipe_main import recipe_main
-    from keras_transformer.experiment.recipes import RECIPES
+    from keras_transformer.experiment.recipes import load_recipe, recipe_names
 
     parser = OneLineErrorParser(prog=f"{PROG} train", add_help=False)
-    parser.add_argument("--recipe", choices=sorted(RECIPES), default="quickstart")
+    parser.add_argument("--recipe", choices=recipe_names(), default="quickstart")
     known, rest = parser.parse_known_args(argv)
     needs_data = known.recipe != "quickstart"
     description = (
         f"Train with the {known.recipe!r} recipe's settings (--recipe: "
-        f"{', '.join(sorted(RECIPES))}); every flag below overrides one of them."
+        f"{', '.join(recipe_names())}); every flag below overrides one of them."
     )
     return recipe_main(
-        RECIPES[known.recipe],
+        load_recipe(known.recipe),
         description,
         argv=rest,
         require_data=needs_data,

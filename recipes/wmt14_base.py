@@ -19,8 +19,23 @@ per device); `--distribution multi_worker` with TF_CONFIG spans machines.
 
 import sys
 
+from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.recipe_main import recipe_main
-from keras_transformer.experiment.recipes import WMT14_BASE
+
+# Paper 5.1-5.4 and 6.1: base model, WMT14 en-de, tested on newstest2014.
+CONFIG = ExperimentConfig(
+    output_dir="runs/wmt14_base",
+    source_language="en",
+    target_language="de",
+    test_split="newstest2014",
+    vocabulary_size=37000,
+    vocabulary_type="bpe",
+    preset="base",
+    token_budget=25000,
+    warmup_steps=4000,
+    checkpoint_every_minutes=10.0,
+    metrics=("bleu", "chrf", "tokenized_bleu"),
+)
 
 if __name__ == "__main__":
-    sys.exit(recipe_main(WMT14_BASE, __doc__, language_pairs=[("en", "de")], require_data=True))
+    sys.exit(recipe_main(CONFIG, __doc__, language_pairs=[("en", "de")], require_data=True))

@@ -11,9 +11,18 @@ closest available), 300,000 steps, the last 20 checkpoints averaged, beam 4, alp
 import sys
 
 from keras_transformer.experiment.recipe_main import recipe_main
-from keras_transformer.experiment.recipes import WMT14_EN_FR_BIG
+from keras_transformer.experiment.recipes import load_recipe
+
+# The base recipe with the big model, dropout 0.1 (6.1) and a 32k shared vocabulary of
+# word-pieces (5.1), for which SentencePiece's unigram model is the closest available.
+CONFIG = load_recipe("wmt14_base").replace(
+    output_dir="runs/wmt14_en_fr_big",
+    target_language="fr",
+    vocabulary_size=32000,
+    vocabulary_type="unigram",
+    preset="big",
+    model_overrides={"dropout": 0.1},
+)
 
 if __name__ == "__main__":
-    sys.exit(
-        recipe_main(WMT14_EN_FR_BIG, __doc__, language_pairs=[("en", "fr")], require_data=True)
-    )
+    sys.exit(recipe_main(CONFIG, __doc__, language_pairs=[("en", "fr")], require_data=True))

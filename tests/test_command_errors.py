@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from keras_transformer.cli import main
-from keras_transformer.experiment.recipes import QUICKSTART
+from keras_transformer.experiment.recipes import load_recipe
 from keras_transformer.experiment.run_config_file import (
     RUN_CONFIG_FILE,
     run_settings,
@@ -87,7 +87,7 @@ def files(tmp_path_factory):
     # A run started with d_model=32: its config.json as `run_experiment` writes it.
     started = root / "started"
     started.mkdir()
-    config = QUICKSTART.replace(
+    config = load_recipe("quickstart").replace(
         output_dir=str(started),
         data_dir=str(data),
         vocabulary_size=100,

@@ -286,14 +286,15 @@ def test_second_run_on_a_busy_output_dir_is_one_line_and_writes_nothing(tmp_path
 def test_optimizer_flags_reach_the_config_and_round_trip():
     from keras_transformer.experiment.experiment_config import ExperimentConfig
     from keras_transformer.experiment.recipe_main import parse_experiment
-    from keras_transformer.experiment.recipes import MULTI30K
+    from keras_transformer.experiment.recipes import load_recipe
 
-    _, _, default = parse_experiment(MULTI30K, "test", argv=[])
+    multi30k = load_recipe("multi30k")
+    _, _, default = parse_experiment(multi30k, "test", argv=[])
     assert (default.clip_norm, default.adam_epsilon, default.warmup_initial_rate) == (
         None, 1e-9, 0.0,
     )  # fmt: skip
     arguments = ["--clip-norm", "25", "--adam-epsilon", "1e-8", "--warmup-initial-rate", "1e-7"]
-    _, _, config = parse_experiment(MULTI30K, "test", argv=arguments)
+    _, _, config = parse_experiment(multi30k, "test", argv=arguments)
     assert (config.clip_norm, config.adam_epsilon, config.warmup_initial_rate) == (25.0, 1e-8, 1e-7)
     assert ExperimentConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="clip_norm"):

@@ -9,10 +9,10 @@ from conftest import to_numpy
 
 from keras_transformer.checkpoints import average_checkpoints, read_checkpoint_metadata
 from keras_transformer.experiment.recipe_main import recipe_main
-from keras_transformer.experiment.recipes import QUICKSTART
+from keras_transformer.experiment.recipes import load_recipe
 from keras_transformer.export import load_translation_model
 
-TINY = QUICKSTART.replace(
+TINY = load_recipe("quickstart").replace(
     synthetic_sizes=(200, 12, 12),
     vocabulary_size=100,
     model_overrides={"num_layers": 1, "d_model": 32, "num_heads": 2, "intermediate_dim": 64},
