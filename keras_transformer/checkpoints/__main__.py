@@ -14,9 +14,8 @@ import keras
 
 from keras_transformer.checkpoints.averaging import average_checkpoints
 from keras_transformer.checkpoints.checkpoint_files import latest_checkpoints, save_weights_atomic
+from keras_transformer.models.build_model import build_model
 from keras_transformer.models.presets import get_preset
-from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.utils.command_line import OneLineErrorParser
 from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, CONFIG_FILE, RunDirectory
 from keras_transformer.utils.same_file import check_output_is_not_an_input
@@ -163,7 +162,7 @@ def main(argv=None):
             )
         except ValueError as error:
             parser.error(str(error))
-        model = _model(args, preset, paths[0], settings)
+        model = _model(args, paths[0], settings)
         average_checkpoints(model, paths)
         save_weights_atomic(model, args.output)
     except (OSError, ValueError, TypeError) as error:
@@ -176,34 +175,31 @@ def main(argv=None):
 
 def _run_config(first_checkpoint):
     """The config.json of the run whose checkpoints/ folder holds `first_checkpoint`, or None."""
-    folder = os.path.dirname(os.path.abspath(first_checkpoint))
-    path = os.path.join(os.path.dirname(folder), CONFIG_FILE)
-    return path if os.path.isfile(path) else None
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(first_checkpoint)))
+    try:
+        return RunDirectory(folder).config_file()
+    except ValueError:
+        return None
 
 
-def _model(args, preset, first_checkpoint, settings=None):
+def _model(args, first_checkpoint, settings=None):
     config_path = args.config
-    run_default = preset is None and config_path is None and settings is None
-    if run_default and not first_checkpoint.endswith(".keras"):
+    if args.preset is None and config_path is None and settings is None:
+        if first_checkpoint.endswith(".keras"):  # the checkpoint holds its config
+            model = keras.saving.load_model(first_checkpoint, compile=False)
+            if not model.built:
+                model.build()
+            return model
         config_path = _run_config(first_checkpoint)
-    if preset is not None:
-        model = Seq2SeqTransformer(preset.config(args.vocabulary_size))
-    elif settings is not None and "config" in settings:
-        model = Seq2SeqTransformer.from_config(settings)
-    elif settings is not None:
-        model = Seq2SeqTransformer(TransformerConfig.from_dict(settings))
-    elif config_path is not None:
-        model = Seq2SeqTransformer(TransformerConfig.from_json_file(config_path))
-    elif first_checkpoint.endswith(".keras"):
-        model = keras.saving.load_model(first_checkpoint, compile=False)
-    else:
-        raise ValueError(
-            f"The first checkpoint {first_checkpoint} holds no config and its run directory "
-            f"has no {CONFIG_FILE}: give --config or --preset with --vocabulary-size."
-        )
-    if not model.built:
-        model.build()
-    return model
+        if config_path is None:
+            raise ValueError(
+                f"The first checkpoint {first_checkpoint} holds no config and its run "
+                f"directory has no {CONFIG_FILE}: give --config or --preset with "
+                "--vocabulary-size."
+            )
+    return build_model(
+        config_path, preset=args.preset, vocabulary_size=args.vocabulary_size, settings=settings
+    )
 
 
 if __name__ == "__main__":

@@ -22,9 +22,8 @@ from keras_transformer.export.ctranslate2_export import (
 from keras_transformer.export.export_saved_model import export_saved_model
 from keras_transformer.export.load_translation_model import load_translation_model
 from keras_transformer.export.run_export_command import run_export_command
-from keras_transformer.models.presets import get_preset
+from keras_transformer.models.build_model import build_model
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 from keras_transformer.utils.command_line import OneLineErrorParser
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
@@ -251,11 +250,11 @@ def _load(args):
                 f"{args.model} holds a {type(model).__name__}, not a Seq2SeqTransformer."
             )
         return model, tokenizer
-    if args.preset is not None:
-        model = Seq2SeqTransformer(get_preset(args.preset).config(tokenizer.vocabulary_size()))
-    else:
-        model = Seq2SeqTransformer(TransformerConfig.from_json_file(args.config))
-    model.build()
+    model = build_model(
+        args.config,
+        preset=args.preset,
+        vocabulary_size=tokenizer.vocabulary_size() if args.preset else None,
+    )
     model.load_weights(args.weights)
     return model, tokenizer
 

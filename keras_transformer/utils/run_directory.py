@@ -74,6 +74,10 @@ class RunDirectory:
     def train_log(self):
         return self._require(TRAIN_LOG_FILE, "has the run started training?")
 
+    def config_file(self):
+        """The run's settings (`config.json`), as `run_experiment` recorded them."""
+        return self._require(CONFIG_FILE, "was it written by a recipe?")
+
     def checkpoints_dir(self):
         return self._require(CHECKPOINTS_DIR, "has the run written a checkpoint?")
 
