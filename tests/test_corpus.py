@@ -162,7 +162,7 @@ def test_tfds_source_with_mock_data():
     with tfds.testing.mock_data(num_examples=6):
         corpus = load_tfds_corpus("wmt14_translate/de-en", "train")
         reference = list(tfds.as_numpy(tfds.load("wmt14_translate/de-en", split="train")))
-        limited = ParallelCorpus.from_tfds("wmt14_translate/de-en", "train", max_examples=2)
+        limited = load_tfds_corpus("wmt14_translate/de-en", "train", max_examples=2)
         with pytest.raises(ValueError, match=r"source_language='fr'.*\['de', 'en'\]"):
             load_tfds_corpus("wmt14_translate/de-en", "train", source_language="fr")
     assert len(corpus) == 6 and len(limited) == 2

@@ -11,7 +11,7 @@ class ParallelCorpus:
     """Aligned source and target sentences: `sources[i]` translates to `targets[i]`.
 
     Build one from two line-aligned files with `from_files`, from TFDS with
-    `from_tfds`, or from two lists directly.
+    `load_tfds_corpus`, or from two lists directly.
 
     Example:
 
@@ -85,16 +85,6 @@ class ParallelCorpus:
                 f"The parallel corpus is empty: {source_name!r} and {target_name!r} have no lines."
             )
         return cls(sources, targets, source_name=source_name, target_name=target_name)
-
-    @classmethod
-    def from_tfds(cls, name="wmt14_translate/de-en", split="train", **kwargs):
-        """Loads a TFDS translation dataset; needs the optional `tensorflow-datasets`.
-
-        See `keras_transformer.text.load_tfds_corpus` for the arguments.
-        """
-        from keras_transformer.text.tfds_corpus import load_tfds_corpus
-
-        return load_tfds_corpus(name, split, **kwargs)
 
     def write(self, source_path, target_path):
         """Writes both sides as line files; either both files are replaced or neither.
