@@ -31,7 +31,7 @@ import keras
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback
 from keras_transformer.experiment.recipes import load_recipe, recipe_names
-from keras_transformer.experiment.run_experiment import split_paths
+from keras_transformer.experiment.split_files import split_paths
 from keras_transformer.experiment.valid_split import config_translator, valid_batches
 from keras_transformer.models import Seq2SeqTransformer, get_preset
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer, train_vocabulary
@@ -95,7 +95,9 @@ def main():
         model.train_on_batch(inputs, labels)
     step_wall, step_cpu = (value / len(batches) for value in _since(start))
 
-    valid_corpus, valid = valid_batches(config, config.data_dir, tokenizer)
+    valid_corpus, valid = valid_batches(
+        config, split_paths(config, config.valid_split, config.data_dir), tokenizer
+    )
     count = min(config.valid_max_sentences, len(valid_corpus.sources))
     validation = ValidationCallback(
         config_translator(config, model, tokenizer, search=config.valid_search),

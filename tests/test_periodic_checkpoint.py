@@ -67,6 +67,7 @@ def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, t
     )
     record = RecordDirectory(tmp_path)
     model = train_two_per_step(tiny_config, 6, [callback, record])
+    callback.average_into(model)
     assert callback.saved == [str(tmp_path / name) for name in checkpoint_names((2, 4, 6))]
     # Pruning happens at each save, oldest first, not only at the end.
     after_each_step = [[], [2], [2], [2, 4], [2, 4], [4, 6]]
@@ -273,6 +274,7 @@ def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config,
     assert (tmp_path / (broken.name + ".unreadable")).stat().st_size == 1000
     model.fit(inputs, inputs["decoder_token_ids"], batch_size=2, epochs=1, verbose=0,
               callbacks=[second])  # fmt: skip
+    second.average_into(model)
     assert read_training_state(str(broken)) == 2  # readable again
     for averaged, a, b in zip(
         model.weights,

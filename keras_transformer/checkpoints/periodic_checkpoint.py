@@ -1,4 +1,4 @@
-"""A `model.fit` callback that writes checkpoints on a schedule and averages the last ones."""
+"""A `model.fit` callback that writes checkpoints on a schedule; the last ones can be averaged."""
 
 import glob
 import logging
@@ -30,7 +30,7 @@ NAME_FORMAT = "ckpt-{step:08d}.weights.h5"
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
-    """Saves the training state every N steps and/or minutes; averages the last ones.
+    """Saves the training state every N steps and/or minutes; `average_into` averages the last.
 
     Paper 6.1: checkpoints were written at 10-minute intervals and the base
     model's last 5 (big: 20) were averaged. Each checkpoint holds the whole
@@ -52,9 +52,9 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     A SIGTERM (a preemption, `kill`, Kubernetes stopping a pod) is held until
     the current update (or `fit`'s current validation batch) ends; then the
     update is saved and the signal acted on: the process exits with status
-    143 through `SystemExit` (or the program's own handler runs), skipping
-    the final average. Only updates in progress are lost. Not in multi-worker
-    or multi-process training, where one process cannot stop alone.
+    143 through `SystemExit` (or the program's own handler runs), before
+    the average after `fit`. Only updates in progress are lost. Not in
+    multi-worker or multi-process training, where one process cannot stop alone.
 
     `restore(model)` loads the newest readable checkpoint of the directory
     and returns the number of batches trained on, so that a restarted script
@@ -73,16 +73,14 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         every_minutes: float or None. Save when this much time has passed
             since the last save (paper: 10).
         keep: int. Checkpoints kept on disk (>= `average_last`).
-        average_last: int or None. At the end of training, save a final
-            checkpoint and set the model's weights to the average of the last
-            `average_last` checkpoints (paper: 5 base, 20 big). `None` keeps
-            the final weights.
+        average_last: int or None. How many of the last checkpoints
+            `average_into` averages (paper: 5 base, 20 big); `None`: none, the
+            final weights stay.
         save_on_signals: signals that save at the end of the current update
             and then stop the process (see above). `()` leaves signals alone.
         after_save: callable or None, called with the step after each save
             on the schedule and the final one (not after a save for a
-            signal), before the final average: e.g. a validation that runs at
-            every checkpoint.
+            signal): e.g. a validation that runs at every checkpoint.
 
     Example:
 
@@ -91,6 +89,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     >>> train = make_translation_dataset(corpus, tokenizer, start_step=start)
     >>> model.fit(train.dataset, steps_per_epoch=train.steps_per_epoch, epochs=20,
     ...           initial_epoch=start // train.steps_per_epoch, callbacks=[checkpoint])
+    >>> checkpoint.average_into(model)  # paper 6.1, once `fit` has returned
     """
 
     def __init__(
@@ -333,9 +332,27 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             if self._stop.received is None and self.after_save is not None:
                 self.after_save(step)
         if self._stop.received is not None:
-            self._stop_now(step)  # stopped, not finished: no average
-        if self.average_last:
-            available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))
-            paths = latest_checkpoints(self.directory, min(self.average_last, available))
-            average_checkpoints(self.model, paths)
-            print(f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}")
+            self._stop_now(step)  # stopped, not finished: `fit` does not return
+
+    def average_into(self, model):
+        """Sets `model`'s weights to the average of the last `average_last` checkpoints.
+
+        Paper 6.1. Call it once `fit` has returned, finished or stopped early
+        (e.g. by a validation's patience): the final step is saved by then. A
+        `fit` stopped by a signal or a non-finite loss does not return, so
+        nothing is averaged then.
+
+        Args:
+            model: the model trained, or one of the same architecture.
+
+        Returns:
+            list of str, the checkpoints averaged (oldest first); empty when
+            `average_last` is None.
+        """
+        if not self.average_last:
+            return []
+        available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))
+        paths = latest_checkpoints(self.directory, min(self.average_last, available))
+        average_checkpoints(model, paths)
+        print(f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}")
+        return paths

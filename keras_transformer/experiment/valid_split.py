@@ -14,30 +14,18 @@ from keras_transformer.evaluation import ValidationCallback, perplexity, sacre_b
 from keras_transformer.text import ParallelCorpus
 
 
-def split_paths(config, split, data_dir):
-    """`(source_path, target_path)` of a split name or path prefix."""
-    prefix = split if os.sep in split or "/" in split else os.path.join(data_dir, split)
-    return tuple(
-        f"{prefix}.{language}" for language in (config.source_language, config.target_language)
-    )
-
-
-def check_files(paths, split):
-    for path in paths:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"The {split} split needs {path}, which does not exist (files are looked up "
-                "as {data_dir}/{split}.{language}; check --data-dir and the languages)."
-            )
-
-
-def check_valid_settings(config, data_dir, files=True):
-    """Refuses settings that need the valid split without one, and checks its files.
+def check_valid_settings(config):
+    """Refuses settings that need the valid split without one.
 
     Args:
         config: the run's `ExperimentConfig`.
-        data_dir: the folder of the split files.
-        files: also check that the valid split's files exist.
+
+    Returns:
+        bool, whether the run reads the valid split.
+
+    Raises:
+        ValueError: settings that need a valid split without one, or
+            that contradict each other.
     """
     needs = [
         name
@@ -50,10 +38,10 @@ def check_valid_settings(config, data_dir, files=True):
         if on
     ]
     if not needs:
-        return
+        return False
     if not config.valid_split:
         if needs == ["validate=True"]:
-            return  # nothing to validate on, which the user chose
+            return False  # nothing to validate on, which the user chose
         raise ValueError(f"{needs[0]} needs a valid_split (--valid-split).")
     if config.final_model == "best" and not config.validate:
         raise ValueError("final_model='best' needs validate=True (the best checkpoint's source).")
@@ -66,8 +54,7 @@ def check_valid_settings(config, data_dir, files=True):
             "select_metric='bleu' translates the valid sentences of the validation: it needs "
             "validate=True and valid_max_sentences > 0."
         )
-    if files:
-        check_files(split_paths(config, config.valid_split, data_dir or ""), "valid")
+    return True
 
 
 def config_translator(config, model, tokenizer, search="beam"):
@@ -82,11 +69,23 @@ def config_translator(config, model, tokenizer, search="beam"):
     )
 
 
-def validation_callback(config, data_dir, model, tokenizer, output_dir, start):
-    """The `ValidationCallback` of the run, or None when it does not validate."""
-    if not (config.validate and config.valid_split):
+def validation_callback(config, valid, model, tokenizer, output_dir, start):
+    """The `ValidationCallback` of the run, or None when it does not validate.
+
+    Args:
+        config: the run's `ExperimentConfig`.
+        valid: `(corpus, batches)` of `valid_batches`, or None.
+        model: the model trained.
+        tokenizer: the run's `SubwordTokenizer`.
+        output_dir: str, where the validation log and best checkpoint go.
+        start: int, the step training starts from.
+
+    Returns:
+        A `ValidationCallback`, or None.
+    """
+    if not (config.validate and valid is not None):
         return None
-    corpus, batches = valid_batches(config, data_dir, tokenizer)
+    corpus, batches = valid
     count = min(config.valid_max_sentences, len(corpus.sources))
     translator = config_translator(config, model, tokenizer, search=config.valid_search)
     return ValidationCallback(
@@ -104,12 +103,17 @@ def validation_callback(config, data_dir, model, tokenizer, output_dir, start):
     )
 
 
-def valid_batches(config, data_dir, tokenizer):
-    """The valid split, read once, and its batches (one pass, unshuffled)."""
-    if not config.valid_split:
-        raise ValueError("Scoring on the valid split needs a valid_split (--valid-split).")
-    paths = split_paths(config, config.valid_split, data_dir or "")
-    check_files(paths, "valid")
+def valid_batches(config, paths, tokenizer):
+    """The valid split, read once, and its batches (one pass, unshuffled).
+
+    Args:
+        config: the run's `ExperimentConfig` (batching settings).
+        paths: the valid split's `(source, target)` files (`SplitFiles.valid`).
+        tokenizer: the run's `SubwordTokenizer`.
+
+    Returns:
+        `(corpus, batches)`: a `ParallelCorpus` and a cached `tf.data.Dataset`.
+    """
     corpus = ParallelCorpus.from_files(*paths)
     batches = make_translation_dataset(
         corpus,
@@ -122,10 +126,12 @@ def valid_batches(config, data_dir, tokenizer):
     return corpus, batches.cache()
 
 
-def select_on_valid(
-    config, data_dir, model, tokenizer, checkpoint, average_last, validation, has_best
-):
-    """Keeps the candidate (kept checkpoints, their average, the best) best on valid."""
+def select_on_valid(config, valid, model, checkpoint, average_last, validation, has_best):
+    """Keeps the candidate (kept checkpoints, their average, the best) best on valid.
+
+    Returns:
+        A `CheckpointSelection`; `model` holds the selected weights.
+    """
     pattern = "ckpt-*.weights.h5"  # PeriodicCheckpoint's files
     kept = glob.glob(os.path.join(checkpoint.directory, pattern))
     candidates = checkpoint_candidates(
@@ -140,13 +146,17 @@ def select_on_valid(
             lambda _: validation.compute_metrics(perplexity=False)["bleu"],
             higher_is_better=True,
         )
-    _, batches = valid_batches(config, data_dir, tokenizer)
+    _, batches = valid
     return select_checkpoint(model, candidates, lambda m: perplexity(m, batches))
 
 
-def score_valid_split(config, data_dir, model, tokenizer, translator):
-    """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU."""
-    corpus, batches = valid_batches(config, data_dir, tokenizer)
+def score_valid_split(valid, model, translator):
+    """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU.
+
+    Returns:
+        A dict with `"perplexity"` and `"bleu"`.
+    """
+    corpus, batches = valid
     hypotheses = translator.translate(list(corpus.sources))
     bleu, _ = sacre_bleu(hypotheses, [list(corpus.targets)])
     return {"perplexity": perplexity(model, batches), "bleu": bleu}

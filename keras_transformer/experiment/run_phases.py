@@ -1,0 +1,340 @@
+"""The phases of one training run, in order: data, vocabulary, model, training, final
+weights (averaging or selection), evaluation, export. `run_experiment` calls each once."""
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+import typing
+
+from keras_transformer.checkpoints import (
+    PeriodicCheckpoint,
+    average_checkpoints,
+)
+from keras_transformer.data import make_translation_dataset
+from keras_transformer.evaluation import ValidationCallback, score_files
+from keras_transformer.experiment.data_order_settings import check_data_order_settings
+from keras_transformer.experiment.keras_distribute_workarounds import (
+    apply_distribute_workarounds,
+)
+from keras_transformer.experiment.split_files import SplitFiles
+from keras_transformer.experiment.valid_split import (
+    check_valid_settings,
+    select_on_valid,
+    validation_callback,
+)
+from keras_transformer.export import export_saved_model, save_translation_model
+from keras_transformer.models import Seq2SeqTransformer
+from keras_transformer.text import (
+    ParallelCorpus,
+    SubwordTokenizer,
+    load_tfds_corpus,
+    read_lines,
+    train_vocabulary,
+    write_synthetic_corpus,
+)
+from keras_transformer.text.text_files import (
+    atomic_output,
+    join_line_breaks,
+    write_lines_atomic,
+)
+from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
+
+logger = logging.getLogger("keras_transformer.experiment")
+# Test sentences printed with their translations, and translated by the SavedModel.
+NUM_EXAMPLES = 3
+
+
+class TrainingSetup(typing.NamedTuple):
+    """The model phase's result: what the training phase trains."""
+
+    model: Seq2SeqTransformer
+    checkpoint: PeriodicCheckpoint
+    validation: ValidationCallback | None
+    start: int  # batches already trained on (a resumed run)
+
+
+def data(config, output_dir, splits):
+    """Phase 1: the split files (generated first if the run has no data) and the training corpus.
+
+    Args:
+        config: the run's `ExperimentConfig`.
+        output_dir: str, the run's folder (where generated data goes).
+        splits: the `SplitFiles` that `check_inputs` found, or None when the
+            data is generated here (no --data-dir, no TFDS).
+
+    Returns:
+        `(data_dir, splits, corpus)`: the folder of the split files (None with
+        TFDS and no --data-dir), the checked `SplitFiles`, the training corpus.
+    """
+    data_dir = config.data_dir
+    if data_dir is None and config.tfds_name is None:
+        data_dir = os.path.join(output_dir, "data")
+        if not os.path.exists(os.path.join(data_dir, f"train.{config.source_language}")):
+            train, valid, test = config.synthetic_sizes
+            write_synthetic_corpus(
+                data_dir, train_size=train, valid_size=valid, test_size=test, seed=config.seed
+            )
+    if splits is None:
+        splits = SplitFiles.find(config, data_dir, valid=check_valid_settings(config))
+    if config.tfds_name is not None:
+        corpus = load_tfds_corpus(
+            config.tfds_name,
+            split=config.train_split,
+            source_language=config.source_language,
+            target_language=config.target_language,
+        )
+    else:
+        corpus = ParallelCorpus.from_files(*splits.train)
+    return data_dir, splits, corpus
+
+
+def vocabulary(config, corpus, output_dir):
+    """Phase 2: the shared subword vocabulary, trained on `corpus` or kept from a resumed run."""
+    path = os.path.join(output_dir, "vocabulary.model")
+    if os.path.exists(path):  # a resumed run keeps its vocabulary
+        with open(path, "rb") as file:
+            tokenizer = SubwordTokenizer(proto=file.read())
+        if tokenizer.vocabulary_size() != config.vocabulary_size:
+            raise ValueError(
+                f"{path} (from an earlier run in this output directory) has "
+                f"{tokenizer.vocabulary_size()} pieces, but vocabulary_size="
+                f"{config.vocabulary_size} was asked for: use another --output-dir."
+            )
+        return tokenizer
+    return train_vocabulary(
+        corpus,
+        vocabulary_size=config.vocabulary_size,
+        model_type=config.vocabulary_type,
+        seed=config.seed,
+        output_path=path,
+    )
+
+
+def steps_to_train(config, preset):
+    """The optimizer steps of the run: --max-steps, or the preset's."""
+    return preset.train_steps if config.train_steps is None else config.train_steps
+
+
+def _average_last(config, preset):
+    return preset.averaged_checkpoints if config.average_last is None else config.average_last
+
+
+def compiled_model(config, preset, distribution, tokenizer, valid, output_dir):
+    """Phase 3: the compiled model, restored from the last checkpoint of a resumed run.
+
+    Returns:
+        A `TrainingSetup`.
+    """
+    smoothing = preset.label_smoothing if config.label_smoothing is None else config.label_smoothing
+    average_last = _average_last(config, preset)
+    with distribution.scope:
+        model = apply_distribute_workarounds(
+            Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
+        )
+        model.compile(
+            optimizer=paper_optimizer(
+                model.config.d_model,
+                warmup_steps=config.warmup_steps,
+                scale=config.learning_rate_scale,
+                accumulation_steps=config.accumulation_steps,
+                initial_rate=config.warmup_initial_rate,
+                epsilon=config.adam_epsilon,
+                **({} if config.clip_norm is None else {"global_clipnorm": config.clip_norm}),
+            ),
+            loss=LabelSmoothedCrossEntropy(
+                label_smoothing=smoothing,
+                reduction="sum" if config.accumulation_steps > 1 else "mean_with_sample_weight",
+            ),
+        )
+        checkpoint = PeriodicCheckpoint(
+            os.path.join(output_dir, "checkpoints"),
+            every_steps=config.checkpoint_every_steps,
+            every_minutes=config.checkpoint_every_minutes,
+            keep=max(average_last, 5),
+            # --final-model best or last: no average is put into the model at the end.
+            average_last=average_last if config.final_model == "average" else None,
+        )
+        start = checkpoint.restore(model)
+        # In the strategy's scope: the search it compiles may build the model's variables,
+        # which a distribution strategy must own.
+        validation = validation_callback(config, valid, model, tokenizer, output_dir, start)
+    return TrainingSetup(model, checkpoint, validation, start)
+
+
+def training(config, preset, distribution, setup, corpus, tokenizer, output_dir):
+    """Phase 4: `fit` up to the run's step count, checkpointing (and validating) on the way.
+
+    Returns:
+        str, the training data's summary.
+    """
+    model, checkpoint, validation, start = setup
+    check_data_order_settings(config, output_dir, distribution.replicas, resumed=start > 0)
+    train = make_translation_dataset(
+        corpus,
+        tokenizer,
+        token_budget=config.token_budget,
+        **config.pipeline_overrides,
+        num_replicas=distribution.replicas,
+        **distribution.processes,
+        accumulation_steps=config.accumulation_steps,
+        seed=config.seed,
+        start_step=start,
+    )
+    logger.info("Training data: %s", train.summary)
+    if config.verbose:
+        print(train.summary, file=sys.stderr)
+    train_steps = steps_to_train(config, preset)
+    total_batches = train_steps * config.accumulation_steps
+    steps_per_epoch = min(train.steps_per_epoch, total_batches)
+    epochs = math.ceil(total_batches / steps_per_epoch)
+    monitor = TrainingMonitor(
+        output_dir,
+        every_steps=config.log_every_steps,
+        tokens_per_batch=train.summary.target_tokens / train.steps_per_epoch,
+        max_steps=train_steps,
+        start_step=start,
+        progress=bool(config.verbose),
+    )
+    # The checkpoint last: on SIGTERM it saves and stops after the monitor logged the step.
+    callbacks = [monitor, checkpoint]
+    if validation is not None:
+        validation.monitor = monitor  # its time is not counted in tokens/s
+        callbacks.insert(1, validation)
+        if config.validate_every_steps is None:
+            checkpoint.after_save = validation.validate
+    try:
+        model.fit(
+            train.dataset,
+            steps_per_epoch=steps_per_epoch,
+            epochs=epochs,
+            initial_epoch=min(start // steps_per_epoch, epochs),
+            callbacks=callbacks,
+            verbose=0,  # steps, not epochs: the monitor's progress lines instead
+        )
+    except FloatingPointError as error:
+        checkpoint.restore_signal_handlers()
+        if "checkpoint" in str(error):
+            raise
+        raise FloatingPointError(
+            f"{error} Training stopped without saving; last good checkpoint: "
+            f"{checkpoint.last_checkpoint() or 'none in ' + checkpoint.directory}"
+        ) from error
+    return str(train.summary)
+
+
+def final_weights(config, preset, setup, valid):
+    """Phase 5: averaging (paper 6.1), or selection on valid, or the best checkpoint.
+
+    Returns:
+        The `CheckpointSelection` of --select-on-valid, or None.
+    """
+    # Reached only when `fit` returned (finished, or stopped by patience): a signal or a
+    # non-finite loss ends the run inside `fit`, before any average.
+    model, checkpoint, validation, _ = setup
+    checkpoint.average_into(model)
+    best_path = validation.best_path if validation is not None else None
+    has_best = best_path is not None and os.path.exists(best_path)
+    if config.select_on_valid:
+        average_last = _average_last(config, preset)
+        selection = select_on_valid(
+            config, valid, model, checkpoint, average_last, validation, has_best
+        )
+        logger.info("Checkpoint selection: %s", selection.format())
+        if config.verbose:
+            print(
+                f"Checkpoint selection on {config.valid_split}: {selection.format()}",
+                file=sys.stderr,
+            )
+        return selection
+    if config.final_model == "best":
+        if has_best:
+            average_checkpoints(model, [best_path])
+            print(f"Final model: {best_path}", file=sys.stderr)
+        else:
+            print(
+                "WARNING: --final-model best, but no validation ran (no best checkpoint): "
+                "the final model is the last weights.",
+                file=sys.stderr,
+            )
+    return None
+
+
+def save_model(setup, tokenizer, data_dir, output_dir):
+    """The final model saved with its tokenizer (`model.keras`), and the run's files so far.
+
+    Returns:
+        A dict of the paths the run wrote, by name.
+    """
+    checkpoint, validation = setup.checkpoint, setup.validation
+    paths = {
+        "data": data_dir,
+        "vocabulary": os.path.join(output_dir, "vocabulary.model"),
+        "checkpoints": checkpoint.directory,
+        "train_log": os.path.join(output_dir, TrainingMonitor.CSV_NAME),
+    }
+    if validation is not None:
+        paths["valid_log"] = os.path.join(output_dir, ValidationCallback.CSV_NAME)
+        if validation.best_path is not None and os.path.exists(validation.best_path):
+            paths["best"] = validation.best_path
+    paths["model"] = save_translation_model(
+        setup.model, tokenizer, os.path.join(output_dir, "model.keras")
+    )
+    return paths
+
+
+def evaluation(config, translator, splits, paths, output_dir):
+    """Phase 6: the test translations and their scores, written beside the run's files.
+
+    Returns:
+        `(sources, hypotheses, scores)`.
+    """
+    test_files = splits.test
+    sources = read_lines(test_files[0])
+    hypotheses = translator.translate(sources, verbose=config.verbose)
+    paths["translations"] = os.path.join(output_dir, f"{os.path.basename(test_files[1])}.hyp")
+    hypotheses, joined = join_line_breaks(hypotheses)
+    if joined:
+        message = f"{joined} translations had line breaks, written as spaces"
+        logger.warning("%s in %s", message, paths["translations"])
+        if config.verbose:
+            print(f"{message} ({paths['translations']})")
+    write_lines_atomic([(paths["translations"], hypotheses)])
+    scores = score_files(
+        paths["translations"], test_files[1], config.metrics, language=config.target_language
+    )
+    paths["scores"] = os.path.join(output_dir, "scores.json")
+    with atomic_output(paths["scores"], "w") as file:
+        file.write(json.dumps(dataclasses.asdict(scores), indent=2) + "\n")
+    return sources, hypotheses, scores
+
+
+def export(config, model, tokenizer, sources, paths, output_dir):
+    """Phase 7: the SavedModel for TF Serving, and its translations of the first sources.
+
+    Returns:
+        list of str, or None without --export.
+    """
+    if not config.export:
+        return None
+    paths["saved_model"] = export_saved_model(
+        model,
+        tokenizer,
+        os.path.join(output_dir, "saved_model"),
+        beam_size=config.beam_size,
+        alpha=config.alpha,
+        max_extra_length=config.max_extra_length,
+        overwrite=True,
+    )
+    return _translate_with_saved_model(paths["saved_model"], sources[:NUM_EXAMPLES])
+
+
+def _translate_with_saved_model(path, sentences):
+    """Translations of `sentences` by the exported SavedModel, as TF Serving would run it."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    outputs = serve(sentences=tf.constant(sentences, dtype=tf.string))
+    return [text.decode("utf-8") for text in outputs["translations"].numpy()]
