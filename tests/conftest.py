@@ -67,6 +67,23 @@ def tiny_config():
     )
 
 
+def small_config(vocabulary_size=31, **overrides):
+    """A one-layer model's config: d_model 16, 2 heads, d_ff 32, no dropout.
+
+    For tests that need their own vocabulary (a tokenizer's) or another size than
+    `tiny_config`'s, and for module-level models, where a fixture cannot reach.
+
+    Args:
+        vocabulary_size: int.
+        **overrides: other `TransformerConfig` fields.
+
+    Returns:
+        A `TransformerConfig`.
+    """
+    sizes = {"num_layers": 1, "d_model": 16, "num_heads": 2, "intermediate_dim": 32, "dropout": 0.0}
+    return TransformerConfig(vocabulary_size=vocabulary_size, **{**sizes, **overrides})
+
+
 def random_token_ids(rng, batch, length, vocabulary_size, min_length=1, pad_id=0):
     """Right-padded random ids with lengths in [min_length, length]."""
     ids = rng.integers(1, vocabulary_size, size=(batch, length)).astype("int32")

@@ -11,6 +11,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_transformer.experiment.keras_distribute_workarounds import keras_needs_workarounds
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A one-layer width-32 model: a recipe's code path, minutes -> seconds.
 SMALL_MODEL = [
@@ -28,6 +30,18 @@ def once_per_suite(backend):
     return pytest.mark.skipif(
         keras.backend.backend() != backend,
         reason=f"starts its own {backend} processes; runs under KERAS_BACKEND={backend}",
+    )
+
+
+def fails_while_keras_needs(workaround, problem):
+    """Expects the test to fail while Keras is known to need `workaround`; strict, so that
+    a Keras release that fixes `problem` makes the test fail, saying to drop the workaround.
+    """
+    return pytest.mark.xfail(
+        keras_needs_workarounds(),
+        strict=True,
+        reason=f"{problem} If this passes, this Keras fixed it: drop the {workaround} "
+        "workaround of keras_transformer/experiment/keras_distribute_workarounds.py.",
     )
 
 

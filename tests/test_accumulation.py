@@ -3,9 +3,9 @@
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import small_config, to_numpy
 
-from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.data import TokenizedCorpus, make_translation_dataset
 from keras_transformer.training import paper_optimizer
 
@@ -77,11 +77,7 @@ def test_start_step_past_a_single_epoch_is_an_error(corpus):
 
 def small_model(seed=11):
     keras.utils.set_random_seed(seed)
-    config = TransformerConfig(
-        vocabulary_size=VOCAB, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32,
-        dropout=0.0,
-    )  # fmt: skip
-    model = Seq2SeqTransformer(config)
+    model = Seq2SeqTransformer(small_config(VOCAB))
     model.build()
     return model
 

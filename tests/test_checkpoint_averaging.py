@@ -8,9 +8,9 @@ import h5py
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import small_config, to_numpy
 
-from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer import Seq2SeqTransformer
 from keras_transformer.checkpoints import (
     average_checkpoints,
     checkpoint_step,
@@ -20,9 +20,7 @@ from keras_transformer.checkpoints import (
 )
 from keras_transformer.checkpoints.__main__ import main
 
-CONFIG = TransformerConfig(
-    vocabulary_size=23, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16, dropout=0.0
-)
+CONFIG = small_config(23, d_model=8, intermediate_dim=16)
 
 
 def make_model(seed, config=CONFIG, optimizer_steps=0):

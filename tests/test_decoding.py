@@ -4,7 +4,7 @@ import itertools
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import small_config, to_numpy
 from keras import ops
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
@@ -16,15 +16,7 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 @pytest.fixture(scope="module")
 def model():
     keras.utils.set_random_seed(7)
-    config = TransformerConfig(
-        vocabulary_size=12,
-        num_layers=2,
-        d_model=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dropout=0.0,
-    )
-    return Seq2SeqTransformer(config)
+    return Seq2SeqTransformer(small_config(12, num_layers=2))
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +79,7 @@ def exhaustive_best(model, source, max_extra_length, alpha):
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_large_beam_finds_the_exhaustive_optimum(alpha):
     keras.utils.set_random_seed(3)
-    config = TransformerConfig(
-        vocabulary_size=7, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16, dropout=0.0
-    )
+    config = small_config(7, d_model=8, intermediate_dim=16)
     tiny = Seq2SeqTransformer(config)
     sources = np.array([[5, 3], [4, 0]], "int32")  # source lengths 2 and 1
     max_extra = 1
@@ -281,9 +271,7 @@ def test_settling_on_the_last_result_keeps_the_results_and_saves_steps(num_resul
     # A random model over 3 emittable tokens (UNK, EOS, 4; vocabulary 5 with PAD
     # and BOS banned) ends hypotheses often, so rows settle at different steps.
     keras.utils.set_random_seed(num_results + SEED_OFFSET)
-    config = TransformerConfig(
-        vocabulary_size=5, num_layers=1, d_model=8, num_heads=2, intermediate_dim=16
-    )
+    config = small_config(5, d_model=8, intermediate_dim=16, dropout=0.1)
     tiny = Seq2SeqTransformer(config)
     rng = np.random.default_rng(num_results)
     sources = rng.integers(1, 5, size=(8, 5)).astype("int32")

@@ -9,11 +9,8 @@ import os
 import textwrap
 
 import numpy as np
-import pytest
-from process_group import once_per_suite, run_saving_script
+from process_group import fails_while_keras_needs, once_per_suite, run_saving_script
 from split_batch_loss import TOKEN_MEAN_PER_HALF
-
-from keras_transformer.experiment.keras_distribute_workarounds import keras_needs_workarounds
 
 COMMON = textwrap.dedent(
     """
@@ -151,12 +148,8 @@ WITHOUT_BUILD_WORKAROUND = (
 
 
 @once_per_suite("tensorflow")
-@pytest.mark.xfail(
-    keras_needs_workarounds(),
-    strict=True,
-    reason="Keras builds a distributed model from a float mean of the int batch. If this "
-    "passes, this Keras fixed it: drop the symbolic-build workaround of "
-    "keras_transformer/experiment/keras_distribute_workarounds.py.",
+@fails_while_keras_needs(
+    "symbolic-build", "Keras builds a distributed model from a float mean of the int batch."
 )
 def test_keras_builds_a_mirrored_model_without_the_workaround(tmp_path):
     run_saving_script(WITHOUT_BUILD_WORKAROUND, "tensorflow", tmp_path)

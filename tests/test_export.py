@@ -17,9 +17,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import small_config
 from saved_model_audit import REGISTERED_OPS_FUNCTION, audit_saved_model
 
-from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import SETTINGS_FILE, default_max_source_length, export_saved_model
@@ -84,9 +85,7 @@ FRESH_PROCESS_SCRIPT = (
 )
 
 # A one-layer width-16 model over a 160-piece vocabulary: seconds to train and export.
-TINY_SIZES = dict(
-    vocabulary_size=160, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32, dropout=0.0
-)
+VOCABULARY_SIZE = 160
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +94,7 @@ def trained():
     english, german = generate_synthetic_pairs(300, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=160)
     keras.utils.set_random_seed(7)
-    model = Seq2SeqTransformer(
-        TransformerConfig(
-            **TINY_SIZES,
-        )
-    )
+    model = Seq2SeqTransformer(small_config(VOCABULARY_SIZE))
     pieces = [p for p in to_token_lists(tokenizer(english[:300])) if len(p) < 16][:256]
     source, decoder, labels = (np.zeros((len(pieces), 16), "int32") for _ in range(3))
     for row, ids in enumerate(pieces):
@@ -174,11 +169,7 @@ def learned(trained):
     tokenizer = trained[1]
     keras.utils.set_random_seed(11)
     model = Seq2SeqTransformer(
-        TransformerConfig(
-            **TINY_SIZES,
-            position_embedding="learned",
-            max_position=16,
-        )
+        small_config(VOCABULARY_SIZE, position_embedding="learned", max_position=16)
     )
     model.build()
     # The decoder's last LayerNorm pins feature 0 of its output to 5, and the tied embedding
@@ -456,9 +447,9 @@ def test_overwrite_replaces_the_export_and_leaves_nothing_behind(
 def test_default_source_limit_follows_the_position_encoding():
     # Sinusoids have no table: every source position up to max_position is encodable, and
     # decoding past it too. A learned table needs room for max_extra_length + 1 more.
-    sinusoidal = TransformerConfig(**TINY_SIZES, max_position=40)
+    sinusoidal = small_config(VOCABULARY_SIZE, max_position=40)
     assert default_max_source_length(sinusoidal, max_extra_length=4) == 40
-    learned = TransformerConfig(**TINY_SIZES, max_position=40, position_embedding="learned")
+    learned = small_config(VOCABULARY_SIZE, max_position=40, position_embedding="learned")
     assert default_max_source_length(learned, max_extra_length=4) == 40 - 4 - 1
 
 

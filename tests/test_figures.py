@@ -6,9 +6,9 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import small_config, to_numpy
 
-from keras_transformer import Seq2SeqTransformer, TransformerConfig, TransformerSchedule
+from keras_transformer import Seq2SeqTransformer, TransformerSchedule
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import save_translation_model
 from keras_transformer.figures import __main__ as command
@@ -62,14 +62,7 @@ def run_dir(tmp_path_factory):
     english, german = generate_synthetic_pairs(200, seed=3)
     tokenizer = train_vocabulary(english + german, vocabulary_size=120)
     keras.utils.set_random_seed(5)
-    config = TransformerConfig(
-        vocabulary_size=120,
-        num_layers=2,
-        d_model=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dropout=0.0,
-    )
+    config = small_config(120, num_layers=2)
     model = Seq2SeqTransformer(config)
     path = tmp_path_factory.mktemp("run")
     save_translation_model(model, tokenizer, path / "model.keras")

@@ -13,11 +13,11 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 from process_group import (
     ROOT,
     assert_group_matches_single,
     checkpoint_weights,
+    fails_while_keras_needs,
     free_ports,
     once_per_suite,
     recipe_command,
@@ -25,8 +25,6 @@ from process_group import (
     write_recipe_data,
 )
 from split_batch_loss import TOKEN_MEAN_PER_HALF
-
-from keras_transformer.experiment.keras_distribute_workarounds import keras_needs_workarounds
 
 SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
     """
@@ -123,12 +121,8 @@ def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
 
 
 @once_per_suite("tensorflow")
-@pytest.mark.xfail(
-    keras_needs_workarounds(),
-    strict=True,
-    reason="Keras fails to reduce scalar logs across workers (tensorflow/tensorflow#72388). "
-    "If this passes, this Keras fixed it: drop the logs workaround of "
-    "keras_transformer/experiment/keras_distribute_workarounds.py.",
+@fails_while_keras_needs(
+    "logs", "Keras fails to reduce scalar logs across workers (tensorflow/tensorflow#72388)."
 )
 def test_keras_reduces_multi_worker_logs_without_the_workaround(tmp_path):
     run_all(worker_commands(tmp_path, logs_workaround=False), tmp_path)

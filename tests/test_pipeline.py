@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 import sentencepiece as spm
+from conftest import small_config
 from process_group import once_per_suite
 
 from keras_transformer.data import (
@@ -284,18 +285,13 @@ def test_text_corpus_needs_tokenizer(corpus):
 
 
 def test_model_fit_on_the_pipeline(tokenized, tokenizer):
-    from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+    from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 
     train = make_translation_dataset(
         tokenized, token_budget=256, max_length=32, min_bucket_length=16, bucket_growth=2.0
     )
     assert train.summary.num_shapes <= 2  # one compile per shape on either backend
-    model = Seq2SeqTransformer(
-        TransformerConfig(
-            vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, d_model=16,
-            num_heads=2, intermediate_dim=32,
-        )
-    )  # fmt: skip
+    model = Seq2SeqTransformer(small_config(tokenizer.vocabulary_size(), dropout=0.1))
     model.compile(optimizer="adam", loss=LabelSmoothedCrossEntropy())
     history = model.fit(train.dataset, steps_per_epoch=4, epochs=1, verbose=0, shuffle=False)
     assert np.isfinite(history.history["loss"][0])

@@ -17,8 +17,9 @@ import time
 import keras
 import numpy as np
 import pytest
+from conftest import small_config
 
-from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.checkpoints import (
     PeriodicCheckpoint,
     UnreadableCheckpointError,
@@ -246,11 +247,7 @@ def test_sigterm_during_validation_stops_there(tmp_path):
 
 def compiled_model():
     keras.utils.set_random_seed(1)
-    config = TransformerConfig(
-        vocabulary_size=40, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32,
-        dropout=0.1,
-    )  # fmt: skip
-    model = Seq2SeqTransformer(config)
+    model = Seq2SeqTransformer(small_config(40, dropout=0.1))
     model.compile(optimizer=paper_optimizer(16, warmup_steps=4), loss=LabelSmoothedCrossEntropy())
     return model
 

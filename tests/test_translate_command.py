@@ -18,8 +18,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import small_config
 
-from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer import Seq2SeqTransformer
 from keras_transformer.decoding import Translator
 from keras_transformer.export import run_export_command, save_translation_model
 from keras_transformer.export.export_saved_model import export_saved_model
@@ -41,9 +42,7 @@ def saved(tmp_path_factory):
     english, german = generate_synthetic_pairs(300, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=160)
     keras.utils.set_random_seed(7)
-    config = TransformerConfig(
-        vocabulary_size=160, num_layers=1, d_model=16, num_heads=2, intermediate_dim=32, dropout=0.0
-    )
+    config = small_config(160)
     # Untrained: its outputs differ from sentence to sentence, so any mix-up of the order shows.
     model = Seq2SeqTransformer(config)
     run = tmp_path_factory.mktemp("run")

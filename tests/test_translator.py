@@ -1,9 +1,9 @@
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import small_config, to_numpy
 
-from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer import Seq2SeqTransformer
 from keras_transformer.decoding import Translator, build_beam_search
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 
@@ -19,15 +19,7 @@ def tokenizer_and_model():
     english, german = generate_synthetic_pairs(300, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=160)
     keras.utils.set_random_seed(11)
-    config = TransformerConfig(
-        vocabulary_size=160,
-        num_layers=1,
-        d_model=16,
-        num_heads=2,
-        intermediate_dim=32,
-        dropout=0.0,
-    )
-    return tokenizer, Seq2SeqTransformer(config), english
+    return tokenizer, Seq2SeqTransformer(small_config(160)), english
 
 
 def test_translate_restores_order_and_matches_one_by_one_decoding(tokenizer_and_model):

@@ -7,9 +7,9 @@ import keras
 import numpy as np
 import pytest
 import sacrebleu
-from conftest import to_numpy
+from conftest import small_config, to_numpy
 
-from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.checkpoints import (
     PeriodicCheckpoint,
     read_checkpoint_metadata,
@@ -33,16 +33,7 @@ def data():
 
 def compiled_model(learning_rate=1e-2, seed=7):
     keras.utils.set_random_seed(seed)
-    model = Seq2SeqTransformer(
-        TransformerConfig(
-            vocabulary_size=VOCABULARY,
-            num_layers=1,
-            d_model=16,
-            num_heads=2,
-            intermediate_dim=32,
-            dropout=0.0,
-        )
-    )
+    model = Seq2SeqTransformer(small_config(VOCABULARY))
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=LabelSmoothedCrossEntropy())
     model.build()
     return model
