@@ -6,9 +6,10 @@ the upper bound on `keras` in pyproject.toml, and `tests/test_compat.py`
 checks each of them, so that a new Keras or TensorFlow that renames one fails
 there with a message that names it, not deep inside a training step.
 
-The multi-worker workarounds of `models/seq2seq_transformer.py` and
-`models/_multi_worker_logs.py` are the exceptions; they move with the
-distribution code.
+Keras 3.15's `tf.distribute` workarounds are the exception: they are the
+distribution code's (`experiment/keras_distribute_workarounds.py`), applied
+only for the Keras versions known to need them, and tests that reproduce each
+Keras problem without its workaround say when it can go.
 """
 
 
