@@ -87,11 +87,18 @@ def files(tmp_path_factory):
     # A run started with d_model=32: its config.json as `run_experiment` writes it.
     started = root / "started"
     started.mkdir()
-    config = load_recipe("quickstart").replace(
+    quickstart = load_recipe("quickstart")
+    config = quickstart.replace(
         output_dir=str(started),
         data_dir=str(data),
         vocabulary_size=100,
-        model_overrides={"num_layers": 1, "d_model": 32, "num_heads": 2, "intermediate_dim": 64},
+        model_overrides={
+            **quickstart.model_overrides,
+            "num_layers": 1,
+            "d_model": 32,
+            "num_heads": 2,
+            "intermediate_dim": 64,
+        },
     )
     write_run_config(run_settings(config, config.pipeline_config(), "train ..."), str(started))
     return root

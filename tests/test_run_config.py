@@ -114,7 +114,7 @@ def test_resume_refuses_changed_training_settings_in_one_line(tmp_path):
     assert recorded["command_lines"] == ["first"]
     # The same model named another way is the same model.
     renamed = config.replace(preset="table3-C1", model_overrides={"d_model": 128, "num_heads": 4,
-                             "intermediate_dim": 512})  # fmt: skip
+                             "intermediate_dim": 512, "dropout": 0.0})  # fmt: skip
     assert renamed.model_config() == config.model_config()
     check_resumed_settings(run_settings(renamed, renamed.pipeline_config()), tmp_path)
     wider = config.replace(model_overrides={**config.model_overrides, "d_model": 256})
