@@ -213,6 +213,7 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
             initial_epoch=min(start // steps_per_epoch, epochs),
             callbacks=callbacks,
             verbose=0,  # steps, not epochs: the monitor's progress lines instead
+            shuffle=False,  # the dataset shuffles itself (and Keras warns otherwise)
         )
     except FloatingPointError as error:
         checkpoint.restore_signal_handlers()
