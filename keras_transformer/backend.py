@@ -14,9 +14,7 @@ one form and no check. The forms, where each is on:
 | `layer_norm_gradient`: LayerNorm's closed-form gradient | TensorFlow without XLA |
 | `fused_adam`: Adam as TensorFlow's one-kernel `ResourceApplyAdam` | TensorFlow without XLA |
 | `kernel_gradient`: kernel gradients, narrower operand transposed first | JAX |
-| `transposed_kernel`: a transposed kernel as `MatMul(transpose_b=True)` | TensorFlow |
-| `bias_add`: biases through `BiasAdd` | TensorFlow |
-| `loss_gradient`: the label-smoothed loss's one-expression gradient | JAX, TensorFlow |
+| `loss_gradient`: the label-smoothed loss's one-expression gradient | TensorFlow |
 
 All were measured on a CPU only, so on a GPU or TPU (JAX's default backend is
 not "cpu", or TensorFlow sees a GPU or TPU) every form falls back to the
@@ -50,8 +48,6 @@ FORMS = (
     "layer_norm_gradient",
     "fused_adam",
     "kernel_gradient",
-    "transposed_kernel",
-    "bias_add",
     "loss_gradient",
 )
 ENVIRONMENT_VARIABLE = "KERAS_TRANSFORMER_FAST_FORMS"
@@ -69,8 +65,6 @@ class FastForms:
             (`keras.layers.LayerNormalization`'s own code).
         fused_adam: bool. Adam's update as `ResourceApplyAdam`.
         kernel_gradient: bool. `kernel_matmul`'s fenced kernel gradient.
-        transposed_kernel: bool. `MatMul(transpose_b=True)` for transposed kernels.
-        bias_add: bool. `BiasAdd` for biases.
         loss_gradient: bool. The label-smoothed loss's one-expression gradient.
     """
 
@@ -78,8 +72,6 @@ class FastForms:
     layer_norm: str = "keras"
     fused_adam: bool = False
     kernel_gradient: bool = False
-    transposed_kernel: bool = False
-    bias_add: bool = False
     loss_gradient: bool = False
 
 
@@ -189,9 +181,7 @@ def _cpu_forms(backend, xla, disabled):
         layer_norm=layer_norm,
         fused_adam=tensorflow and not xla and on("fused_adam"),
         kernel_gradient=backend == "jax" and on("kernel_gradient"),
-        transposed_kernel=tensorflow and on("transposed_kernel"),
-        bias_add=tensorflow and on("bias_add"),
-        loss_gradient=on("loss_gradient"),
+        loss_gradient=tensorflow and on("loss_gradient"),
     )
 
 

@@ -1,6 +1,4 @@
-"""kernel_matmul and add_bias: values and gradients against closed forms; graph forms."""
-
-import collections
+"""kernel_matmul and add_bias: values and gradients against closed forms; JAX's graph form."""
 
 import keras
 import numpy as np
@@ -165,42 +163,6 @@ def test_on_jax_cpu_the_models_non_square_products_take_the_fenced_form(
     assert str(jaxpr).count("optimization_barrier") == expected
 
 
-def tensorflow_gradient_ops(function, *shapes):
-    """{op type: count} in the graph of the gradients of `sum(function(*args))`, TensorFlow."""
-    import tensorflow as tf
-
-    @tf.function
-    def gradient(*args):
-        with tf.GradientTape() as tape:
-            tape.watch(args)
-            total = tf.reduce_sum(function(*args))
-        return tape.gradient(total, args)
-
-    specs = [tf.TensorSpec(shape, "float32") for shape in shapes]
-    graph = gradient.get_concrete_function(*specs).graph
-    return collections.Counter(op.type for op in graph.get_operations()), graph
-
-
-@CPU_FORMS
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's graph")
-def test_on_tensorflow_the_transposed_kernel_gradient_needs_no_transpose():
-    counts, graph = tensorflow_gradient_ops(
-        lambda x, w: kernel_matmul(x, w, transpose_kernel=True), (3, 5, 16), (24, 16)
-    )
-    assert "Transpose" not in counts, counts
-    # Forward x w^T, then dx = dy w and dW = dy^T x: three MatMuls that read their
-    # operands transposed in place through the op's flags.
-    matmuls = [op for op in graph.get_operations() if op.type == "MatMul"]
-    assert len(matmuls) == 3, counts
-    kernel_gradient = [op for op in matmuls if op.outputs[0].shape == (24, 16)]
-    assert len(kernel_gradient) == 1 and kernel_gradient[0].get_attr("transpose_a")
-    # The plain form, for contrast, transposes the (16, 24) gradient back.
-    plain, _ = tensorflow_gradient_ops(
-        lambda x, w: keras.ops.matmul(x, keras.ops.transpose(w)), (3, 5, 16), (24, 16)
-    )
-    assert plain.get("Transpose", 0) >= 1, plain
-
-
 @pytest.mark.parametrize("leading", [(6,), (3, 5), (2, 3, 4)], ids=["2d", "3d", "4d"])
 def test_add_bias_is_a_broadcast_sum_and_its_gradient_sums_the_rows(leading):
     rng = np.random.default_rng(len(leading))
@@ -222,11 +184,3 @@ def test_add_bias_is_a_broadcast_sum_and_its_gradient_sums_the_rows(leading):
         gradient = tape.gradient(total, variable).numpy()
     expected = upstream.astype(np.float64).reshape(-1, 7).sum(axis=0)
     np.testing.assert_allclose(gradient, expected, rtol=1e-5, atol=1e-5)
-
-
-@CPU_FORMS
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's graph")
-def test_on_tensorflow_the_bias_gradient_is_bias_add_grad():
-    counts, _ = tensorflow_gradient_ops(add_bias, (3, 5, 16), (16,))
-    # One Sum: the test's own total; a broadcast `+` would add a second for the bias gradient.
-    assert counts.get("BiasAddGrad") == 1 and counts.get("Sum") == 1, counts

@@ -1,4 +1,4 @@
-"""`inputs @ kernel` and `+ bias`, with gradients in the forms a CPU backend runs fastest."""
+"""`inputs @ kernel` and `+ bias`, with kernel gradients in the form a CPU backend runs fastest."""
 
 import functools
 
@@ -23,11 +23,7 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
     axis: `x^T dy` for widening kernels (`d_in < d_out`: the feed-forward
     layer's first kernel and the pre-softmax projection), `(dy^T x)^T` for
     narrowing ones (its second kernel). Square kernels keep autodiff's form
-    (the copy costs what the faster dot saves). `transposed_kernel`
-    (TensorFlow): a transposed kernel is read through `MatMul`'s
-    `transpose_b` flag, so its gradient `dy^T x` comes out in the kernel's
-    layout, where `x @ transpose(w)` would transpose a (d_in, d_out)
-    gradient back.
+    (the copy costs what the faster dot saves).
 
     Args:
         inputs: (..., d_in) tensor.
@@ -51,25 +47,13 @@ def kernel_matmul(inputs, kernel, transpose_kernel=False):
         expected = "(d_out, d_in)" if transpose_kernel else "(d_in, d_out)"
         raise ValueError(f"`kernel` must be a matrix {expected}. Received: shape={kernel.shape}")
     d_out, d_in = kernel.shape if transpose_kernel else kernel.shape[::-1]
-    forms = backend.fast_forms()
-    if forms.kernel_gradient and d_in != d_out:
+    if backend.fast_forms().kernel_gradient and d_in != d_out:
         return _fenced_matmul(bool(transpose_kernel), d_in < d_out)(inputs, kernel)
-    if transpose_kernel and forms.transposed_kernel:
-        return _tensorflow_matmul_transposed(inputs, kernel)
     return ops.matmul(inputs, ops.transpose(kernel) if transpose_kernel else kernel)
 
 
 def add_bias(outputs, bias):
-    """`outputs + bias` for a (..., units) tensor and a (units,) bias.
-
-    Where `keras_transformer.backend` picks `bias_add` (TensorFlow on a CPU)
-    it is `BiasAdd`, whose gradient kernel (`BiasAddGrad`) sums the rows
-    faster than the generic reduction a broadcast `+` gets.
-    """
-    if backend.fast_forms().bias_add:
-        import tensorflow as tf
-
-        return tf.nn.bias_add(outputs, bias)
+    """`outputs + bias` for a (..., units) tensor and a (units,) bias: a broadcast sum."""
     return outputs + bias
 
 
@@ -91,17 +75,6 @@ def dense_matmul(dense, inputs):
     if dense.use_bias:
         outputs = add_bias(outputs, ops.cast(dense.bias, inputs.dtype))
     return outputs
-
-
-def _tensorflow_matmul_transposed(inputs, kernel):
-    import tensorflow as tf
-
-    d_out, d_in = kernel.shape
-    rows = tf.reshape(inputs, (-1, d_in))  # (tokens, d_in)
-    # MatMul's own transpose flag: the kernel gradient comes out as dy^T x, already in the
-    # (d_out, d_in) layout, where `x @ transpose(w)` transposes a (d_in, d_out) gradient.
-    outputs = tf.matmul(rows, kernel, transpose_b=True)  # (tokens, d_out)
-    return tf.reshape(outputs, [*ops.shape(inputs)[:-1], d_out])
 
 
 @functools.cache

@@ -25,7 +25,7 @@ def _smoothed_cross_entropy_from_logits(logits, labels, label_smoothing):
     target distribution. Left to autodiff, the three terms give three (batch,
     length, vocab) gradients added together, and the one of `z_y` is a scatter
     into a dense zero tensor; where `keras_transformer.backend` picks
-    `loss_gradient` (on a CPU) it is one fused expression instead.
+    `loss_gradient` (TensorFlow on a CPU) it is one fused expression instead.
 
     Args:
         logits: float32 (batch, length, vocab).
