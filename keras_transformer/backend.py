@@ -139,6 +139,10 @@ def on_accelerator():
 def fast_forms():
     """The `FastForms` record for code built or traced now."""
     backend = keras.backend.backend()
+    if backend == "torch" and not on_accelerator() and "hash_dropout" not in disabled_forms():
+        # Masks derived from the step and the saved seed: a resumed run draws the same
+        # masks as an uninterrupted one (Keras' torch dropout state is not restored).
+        return FastForms(dropout="hash")
     if backend not in ("jax", "tensorflow") or on_accelerator():
         return FastForms()
     xla = backend == "jax" or compat.in_xla_context()

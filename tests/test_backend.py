@@ -92,6 +92,12 @@ def test_all_forms_off_give_the_stock_keras_ops():
     reason="the CPU forms of TensorFlow and JAX",
 )
 def test_torch_and_accelerators_use_the_stock_keras_ops():
+    if keras.backend.backend() == "torch" and not backend.on_accelerator():
+        # Except the hash dropout masks, which a resumed run draws again exactly.
+        assert backend.fast_forms() == backend.FastForms(dropout="hash")
+        with backend.fast_forms_disabled(["hash_dropout"]):
+            assert backend.fast_forms() == backend.FastForms()
+        return
     assert backend.fast_forms() == backend.FastForms()
 
 
