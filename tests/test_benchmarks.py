@@ -101,8 +101,9 @@ def test_step_flops_match_the_matmuls_of_both_models(attention_bias):
 
 
 def parse_throughput(output):
-    pattern = r"^\| (ours|keras-hub) \| ([\d,]+) \| .* \| ([\d.]+)% \|$"
-    rows = {name: (rate, mfu) for name, rate, mfu in re.findall(pattern, output, re.M)}
+    # model | tokens/s | ms / step | CPU-s / step | model TFLOP/s | MFU
+    pattern = r"^\| (ours|keras-hub) \| ([\d,]+) \| .* \| ([\d.]+) \| ([\d.]+)% \|$"
+    rows = {name: values for name, *values in re.findall(pattern, output, re.M)}
     params = dict(re.findall(r"^(ours|keras-hub): ([\d.]+)M parameters", output, re.M))
     ratio = re.search(r"^ours / keras-hub tokens/s: ([\d.]+)x", output, re.M)
     return rows, params, ratio
@@ -122,13 +123,16 @@ def test_training_throughput_runs_both_builds(data_dir, dtype):
     assert set(rows) == {"ours", "keras-hub"}, output
     # Same size: the comparison is between two builds of one architecture.
     assert params["ours"] == params["keras-hub"], output
-    for rate, mfu in rows.values():
+    # MFU is the model's FLOP/s over the printed peak. The peak is one small sample, so on
+    # a contended CI machine the step's own kernels can beat it (107.7% in a CI run): check
+    # the arithmetic, not a bound.
+    peak = float(re.search(r"^peak: ([\d.]+) GFLOP/s", output, re.M).group(1))
+    for rate, tflops, mfu in rows.values():
         assert int(rate.replace(",", "")) > 0 and float(mfu) > 0, output
-        # The float32 peak is a compiled GEMM the models' matmuls cannot beat. Not so for
-        # bfloat16 on a CPU: the peak is one 256^2 sample of XLA's bfloat16 matmul, and the
-        # uncompiled TensorFlow step's own kernels ran faster than it (118-134% in a CI run).
-        if dtype == "float32":
-            assert float(mfu) <= 100, output
+        # TFLOP/s, the peak and MFU are printed rounded: allow each rounding.
+        expected = 100 * float(tflops) * 1e3 / peak
+        tolerance = 100 * 0.0005 * 1e3 / peak + expected * 0.05 / peak + 0.05
+        assert abs(float(mfu) - expected) <= tolerance, output
     assert ratio is not None and float(ratio.group(1)) > 0, output
 
 
