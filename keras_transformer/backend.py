@@ -18,8 +18,12 @@ one form and no check. The forms, where each is on:
 
 All were measured on a CPU only, so on a GPU or TPU (JAX's default backend is
 not "cpu", or TensorFlow sees a GPU or TPU) every form falls back to the
-stock Keras op. On torch the stock ops run everywhere: none of these forms
-was measured faster there (Keras' torch ops call torch's own fused kernels).
+stock Keras op. On torch the stock ops run everywhere (Keras' torch ops call
+torch's own fused kernels), except dropout: Keras' torch dropout draws from
+torch's global generator, which a checkpoint cannot put back where it was
+(torch's `DataLoader` also draws from it when an epoch starts), so a resumed
+run would drop other elements. There the masks come from a generator seeded
+by the layer's saved seed state (`"torch_generator"`), as fast as Keras' own.
 
 For measurement, the environment variable `KERAS_TRANSFORMER_FAST_FORMS`
 turns forms off: a comma-separated list of the names above, or `none` for
@@ -60,7 +64,8 @@ class FastForms:
     """The forms that apply where a layer is built or a function traced.
 
     Attributes:
-        dropout: `"hash"`, `"philox16"` or `"keras"` (`keras.random.dropout`).
+        dropout: `"hash"`, `"philox16"`, `"torch_generator"` or `"keras"`
+            (`keras.random.dropout`).
         layer_norm: `"scale_last"`, `"closed_gradient"` or `"keras"`
             (`keras.layers.LayerNormalization`'s own code).
         fused_adam: bool. Adam's update as `ResourceApplyAdam`.
@@ -139,10 +144,8 @@ def on_accelerator():
 def fast_forms():
     """The `FastForms` record for code built or traced now."""
     backend = keras.backend.backend()
-    if backend == "torch" and not on_accelerator() and "hash_dropout" not in disabled_forms():
-        # Masks derived from the step and the saved seed: a resumed run draws the same
-        # masks as an uninterrupted one (Keras' torch dropout state is not restored).
-        return FastForms(dropout="hash")
+    if backend == "torch":
+        return FastForms(dropout="torch_generator")  # exact resume, on every device
     if backend not in ("jax", "tensorflow") or on_accelerator():
         return FastForms()
     xla = backend == "jax" or compat.in_xla_context()
@@ -191,11 +194,19 @@ def _cpu_forms(backend, xla, disabled):
 
 def require_tensorflow(argument):
     """Raises `ValueError` naming `argument` unless the backend is TensorFlow."""
+    _require("tensorflow", "TensorFlow", argument)
+
+
+def require_torch(argument):
+    """Raises `ValueError` naming `argument` unless the backend is torch."""
+    _require("torch", "PyTorch", argument)
+
+
+def _require(name, title, argument):
     backend = keras.backend.backend()
-    if backend != "tensorflow":
+    if backend != name:
         raise ValueError(
-            f"`{argument}` needs the TensorFlow backend. Received: {argument} "
-            f'with backend "{backend}"'
+            f'`{argument}` needs the {title} backend. Received: {argument} with backend "{backend}"'
         )
 
 

@@ -56,8 +56,10 @@ def test_hash_bits_under_a_traced_function_with_unknown_shape():
 TENSORFLOW_ONLY = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="TensorFlow's Philox kernel"
 )
+TORCH_ONLY = pytest.mark.skipif(keras.backend.backend() != "torch", reason="a torch.Generator")
 PHILOX16 = pytest.param("philox16", marks=TENSORFLOW_ONLY)
-GENERATORS = ["hash", "keras", PHILOX16]
+TORCH_GENERATOR = pytest.param("torch_generator", marks=TORCH_ONLY)
+GENERATORS = ["hash", "keras", PHILOX16, TORCH_GENERATOR]
 
 
 def numpy_philox16_keep(size, rate, seed):
@@ -84,7 +86,7 @@ def test_drops_the_rate_and_scales_the_rest(mask_generator):
     np.testing.assert_allclose(outputs[kept], 2.0 / (1 - rate), rtol=1e-6)
 
 
-@pytest.mark.parametrize("mask_generator", ["hash", PHILOX16])
+@pytest.mark.parametrize("mask_generator", ["hash", PHILOX16, TORCH_GENERATOR])
 def test_masks_have_no_visible_correlation(mask_generator):
     layer = Dropout(0.5, seed=3, mask_generator=mask_generator)
     x = np.ones((200, 1000), "float32")
@@ -135,6 +137,10 @@ def test_config_round_trip_and_bad_arguments():
         backend = keras.backend.backend()
         with pytest.raises(ValueError, match=rf"philox16.*TensorFlow.*backend \"{backend}\""):
             Dropout(0.1, mask_generator="philox16")
+    if keras.backend.backend() != "torch":
+        backend = keras.backend.backend()
+        with pytest.raises(ValueError, match=rf"torch_generator.*PyTorch.*backend \"{backend}\""):
+            Dropout(0.1, mask_generator="torch_generator")
 
 
 @TENSORFLOW_ONLY
@@ -204,3 +210,33 @@ def test_auto_uses_the_hash_on_jax(jit):
     np.testing.assert_array_equal(
         to_numpy(outputs), np.where(kept, np.float32(2.0) / np.float32(1 - rate), np.float32(0))
     )
+
+
+@TORCH_ONLY
+def test_auto_on_torch_seeds_a_generator_from_the_saved_seed_state():
+    import torch
+
+    rate = 0.3
+    x = torch.tensor(np.random.default_rng(0).normal(size=(6, 7, 9)), dtype=torch.float32)
+    x.requires_grad_(True)
+    layer = Dropout(rate, seed=11)  # mask_generator="auto"
+    masks = []
+    for _ in range(2):
+        seed = to_numpy(layer.seed_generator.state).astype(np.uint64)  # this call's seed
+        # The documented seed: the two words mixed by MurmurHash3's finalizer.
+        mixed = numpy_mix((numpy_mix(seed[0] ^ np.uint64(0x9E3779B9)) + seed[1]) & 0xFFFFFFFF)
+        generator = torch.Generator().manual_seed(int(mixed))
+        keep = torch.empty_like(x).bernoulli_(1 - rate, generator=generator).numpy() != 0
+        outputs = layer(x, training=True)
+        scale = np.float32(1.0) / np.float32(1 - rate)
+        np.testing.assert_allclose(
+            to_numpy(outputs), np.where(keep, x.detach().numpy() * scale, 0), rtol=1e-6
+        )
+        (gradient,) = torch.autograd.grad(outputs.sum(), x)
+        np.testing.assert_allclose(gradient.numpy(), np.where(keep, scale, 0), rtol=1e-6)
+        masks.append(keep)
+    assert not np.array_equal(*masks)  # the seed state advanced
+    # Unaffected by the global generator a resumed run cannot restore.
+    torch.manual_seed(123)
+    again = Dropout(rate, seed=11)
+    np.testing.assert_array_equal(to_numpy(again(x, training=True)) != 0, masks[0])

@@ -337,3 +337,25 @@ def test_data_position_counts_batches_skipped_by_loss_scaling(tmp_path):
     # Overflowing steps were skipped, so the optimizer counted fewer than 4 batches.
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) < 4
     assert read_training_state(latest_checkpoints(tmp_path, 1)[0]) == 4
+
+
+def test_restored_state_draws_the_same_dropout_masks_as_at_the_save(tmp_path):
+    # Whatever the masks come from (the seed generators' variables, or on torch the global
+    # generator Keras' dropout draws from), the step after a restore drops what the step
+    # after the save did, and a step without the restore drops something else.
+    from keras_transformer.checkpoints import restore_training_state, save_training_state
+
+    model = compiled_model()
+    ids = np.random.default_rng(0).integers(4, 40, size=(2, 6)).astype("int32")
+    inputs = {"encoder_token_ids": ids, "decoder_token_ids": ids}
+    model.build()
+    path = str(tmp_path / "ckpt-00000000.weights.h5")
+    save_training_state(model, path)
+
+    def forward():
+        return keras.ops.convert_to_numpy(model(inputs, training=True))
+
+    after_save, next_step = forward(), forward()
+    assert not np.array_equal(after_save, next_step)
+    restore_training_state(model, path)
+    np.testing.assert_array_equal(forward(), after_save)

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer import backend
 
-MASK_GENERATORS = ("auto", "hash", "philox16", "keras")
+MASK_GENERATORS = ("auto", "hash", "philox16", "torch_generator", "keras")
 
 # Odd 32-bit constants of MurmurHash3's finalizer and the golden ratio.
 _GOLDEN = 0x9E3779B9
@@ -84,6 +84,51 @@ def philox16_dropout(inputs, rate, seed):
     return inputs * mask
 
 
+def torch_generator_dropout(inputs, rate, seed):
+    """PyTorch dropout whose mask comes from a generator seeded by `seed`.
+
+    Keras' torch dropout draws from torch's global generator when the layer
+    has no fixed seed; that state is shared with everything else in the
+    process and cannot be put back exactly when a run resumes. Here each call
+    seeds its own generator from `seed` (the layer's `SeedGenerator`, saved
+    in checkpoints), draws one Bernoulli mask already scaled by
+    `1 / (1 - rate)`, and multiplies: the same passes as torch's own dropout.
+
+    Args:
+        inputs: float torch tensor.
+        rate: float in (0, 1).
+        seed: (2,) integer tensor; its two words are mixed into one 32-bit seed.
+
+    Returns:
+        A tensor of the shape and dtype of `inputs`.
+    """
+    import torch
+
+    # A generator cannot be traced by torch.compile (as in Keras' own torch random ops).
+    generator = torch._dynamo.disable(_torch_generator)(seed, inputs.device)
+    keep = 1.0 - rate
+    mask = torch.empty_like(inputs).bernoulli_(keep, generator=generator).div_(keep)
+    return inputs * mask
+
+
+def _torch_generator(seed, device):
+    import torch
+
+    first, second = (int(word) & 0xFFFFFFFF for word in ops.convert_to_numpy(seed).tolist())
+    generator = torch.Generator(device=device)
+    generator.manual_seed(_mix_int((_mix_int(first ^ _GOLDEN) + second) & 0xFFFFFFFF))
+    return generator
+
+
+def _mix_int(h):
+    """`_mix` on a Python int (MurmurHash3's 32-bit finalizer)."""
+    h ^= h >> 16
+    h = h * _MIX_1 & 0xFFFFFFFF
+    h ^= h >> 13
+    h = h * _MIX_2 & 0xFFFFFFFF
+    return h ^ h >> 16
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Dropout(keras.layers.Layer):
     """Inverted dropout (Srivastava et al., 2014) with masks that cost little.
@@ -101,7 +146,9 @@ class Dropout(keras.layers.Layer):
     TensorFlow code that XLA does not compile runs one kernel per op, where
     the hash's integer ops cost more than Philox; there `"philox16"`
     (`philox16_dropout`) takes two 16-bit draws from each Philox word and
-    applies the mask as one product.
+    applies the mask as one product. On torch, Keras' dropout draws from the
+    process's global generator, which a resumed run cannot restore; there
+    `"torch_generator"` (`torch_generator_dropout`) seeds a generator per call.
     Seeds come from a `keras.random.SeedGenerator`, as in Keras' layer, so
     they are saved, restored and advanced the same way.
 
@@ -110,11 +157,12 @@ class Dropout(keras.layers.Layer):
         seed: int or None. Seed of the layer's `SeedGenerator`.
         mask_generator: `"auto"` (default: the form `backend.fast_forms()`
             picks: on a CPU `"hash"` on JAX and in TensorFlow functions
-            compiled by XLA, `"philox16"` in other TensorFlow code; `"keras"`
-            on torch and on a GPU or TPU), `"hash"` (any backend),
-            `"philox16"` (TensorFlow only:
-            the drop probability is `rate` rounded to a multiple of 2**-16),
-            or `"keras"` (`keras.random.dropout`, any backend).
+            compiled by XLA, `"philox16"` in other TensorFlow code;
+            `"torch_generator"` on torch; `"keras"` on a GPU or TPU under
+            TensorFlow or JAX), `"hash"` (any backend), `"philox16"`
+            (TensorFlow only: the drop probability is `rate` rounded to a
+            multiple of 2**-16), `"torch_generator"` (torch only), or
+            `"keras"` (`keras.random.dropout`, any backend).
         **kwargs: other `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -141,6 +189,8 @@ class Dropout(keras.layers.Layer):
             )
         if mask_generator == "philox16":
             backend.require_tensorflow('mask_generator="philox16"')
+        if mask_generator == "torch_generator":
+            backend.require_torch('mask_generator="torch_generator"')
         self.rate = float(rate)
         self.seed = seed
         self.mask_generator = mask_generator
@@ -163,6 +213,8 @@ class Dropout(keras.layers.Layer):
             return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)
         if generator == "philox16":
             return philox16_dropout(inputs, self.rate, self.seed_generator.next())
+        if generator == "torch_generator":
+            return torch_generator_dropout(inputs, self.rate, self.seed_generator.next())
         threshold = ops.convert_to_tensor(round(self.rate * 2**32), "uint32")
         bits = hash_bits(ops.shape(inputs), self.seed_generator.next())
         keep = ops.greater_equal(bits, threshold)
