@@ -9,9 +9,7 @@ one form and no check. The forms, where each is on:
 | form | on |
 |---|---|
 | `hash_dropout`: masks from an integer hash of the element index | JAX, TensorFlow under XLA |
-| `philox16_dropout`: masks from 16-bit Philox draws | TensorFlow without XLA |
 | `layer_norm_scale_last`: LayerNorm scaling the normalized input last | JAX, TensorFlow under XLA |
-| `layer_norm_gradient`: LayerNorm's closed-form gradient | TensorFlow without XLA |
 | `fused_adam`: Adam as TensorFlow's one-kernel `ResourceApplyAdam` | TensorFlow without XLA |
 | `kernel_gradient`: kernel gradients, narrower operand transposed first | JAX |
 | `loss_gradient`: the label-smoothed loss's one-expression gradient | TensorFlow |
@@ -47,9 +45,7 @@ from keras_transformer import compat
 
 FORMS = (
     "hash_dropout",
-    "philox16_dropout",
     "layer_norm_scale_last",
-    "layer_norm_gradient",
     "fused_adam",
     "kernel_gradient",
     "loss_gradient",
@@ -64,9 +60,8 @@ class FastForms:
     """The forms that apply where a layer is built or a function traced.
 
     Attributes:
-        dropout: `"hash"`, `"philox16"`, `"torch_generator"` or `"keras"`
-            (`keras.random.dropout`).
-        layer_norm: `"scale_last"`, `"closed_gradient"` or `"keras"`
+        dropout: `"hash"`, `"torch_generator"` or `"keras"` (`keras.random.dropout`).
+        layer_norm: `"scale_last"` or `"keras"`
             (`keras.layers.LayerNormalization`'s own code).
         fused_adam: bool. Adam's update as `ResourceApplyAdam`.
         kernel_gradient: bool. `kernel_matmul`'s fenced kernel gradient.
@@ -176,12 +171,10 @@ def _cpu_forms(backend, xla, disabled):
     def on(name):
         return name not in disabled
 
-    if xla:
-        dropout = "hash" if on("hash_dropout") else "keras"
-        layer_norm = "scale_last" if on("layer_norm_scale_last") else "keras"
-    else:
-        dropout = "philox16" if on("philox16_dropout") else "keras"
-        layer_norm = "closed_gradient" if on("layer_norm_gradient") else "keras"
+    # Without XLA (TensorFlow's default on a CPU) every op is a kernel of its own: the
+    # hash's integer ops cost more there than Keras' Philox draws.
+    dropout = "hash" if xla and on("hash_dropout") else "keras"
+    layer_norm = "scale_last" if xla and on("layer_norm_scale_last") else "keras"
     tensorflow = backend == "tensorflow"
     return FastForms(
         dropout=dropout,

@@ -112,18 +112,15 @@ def test_turning_one_form_off_leaves_the_others():
     with backend.fast_forms_disabled([name]):
         off = backend.fast_forms()
     assert getattr(on, name) and not getattr(off, name)
-    assert (on.dropout, on.layer_norm) == (off.dropout, off.layer_norm) != ("keras", "keras")
+    assert (on.dropout, on.layer_norm) == (off.dropout, off.layer_norm)
+    if keras.backend.backend() == "jax":
+        assert (on.dropout, on.layer_norm) == ("hash", "scale_last")
 
 
 def test_each_cpu_form_is_on_where_it_was_measured_faster():
     """The table of backend.py's docstring (and docs/architecture.md), form by form."""
     tables = {
-        ("tensorflow", False): {
-            "philox16_dropout",
-            "layer_norm_gradient",
-            "fused_adam",
-            "loss_gradient",
-        },
+        ("tensorflow", False): {"fused_adam", "loss_gradient"},
         ("tensorflow", True): {"hash_dropout", "layer_norm_scale_last", "loss_gradient"},
         ("jax", True): {"hash_dropout", "layer_norm_scale_last", "kernel_gradient"},
     }

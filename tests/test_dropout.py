@@ -53,25 +53,9 @@ def test_hash_bits_under_a_traced_function_with_unknown_shape():
     np.testing.assert_array_equal(to_numpy(traced(np.zeros((6, 11), "float32"))), expected)
 
 
-TENSORFLOW_ONLY = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="TensorFlow's Philox kernel"
-)
 TORCH_ONLY = pytest.mark.skipif(keras.backend.backend() != "torch", reason="a torch.Generator")
-PHILOX16 = pytest.param("philox16", marks=TENSORFLOW_ONLY)
 TORCH_GENERATOR = pytest.param("torch_generator", marks=TORCH_ONLY)
-GENERATORS = ["hash", "keras", PHILOX16, TORCH_GENERATOR]
-
-
-def numpy_philox16_keep(size, rate, seed):
-    """The documented mask: TensorFlow's Philox words read as little-endian uint16 pairs."""
-    import tensorflow as tf
-
-    seed = (np.asarray(seed, np.int64) % (2**31 - 2)).astype(np.int32)  # Keras' int32 cast
-    words = tf.random.stateless_uniform(
-        [(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32
-    ).numpy()
-    draws = words.astype("<u4").view("<u2")  # word j gives draws 2j (low half) and 2j + 1
-    return draws[:size] >= round(rate * 2**16)
+GENERATORS = ["hash", "keras", TORCH_GENERATOR]
 
 
 @pytest.mark.parametrize("mask_generator", GENERATORS)
@@ -86,7 +70,7 @@ def test_drops_the_rate_and_scales_the_rest(mask_generator):
     np.testing.assert_allclose(outputs[kept], 2.0 / (1 - rate), rtol=1e-6)
 
 
-@pytest.mark.parametrize("mask_generator", ["hash", PHILOX16, TORCH_GENERATOR])
+@pytest.mark.parametrize("mask_generator", ["hash", TORCH_GENERATOR])
 def test_masks_have_no_visible_correlation(mask_generator):
     layer = Dropout(0.5, seed=3, mask_generator=mask_generator)
     x = np.ones((200, 1000), "float32")
@@ -98,7 +82,7 @@ def test_masks_have_no_visible_correlation(mask_generator):
         return np.corrcoef(a.reshape(-1), b.reshape(-1))[0, 1]
 
     assert abs(correlation(first, second)) < bound  # consecutive calls
-    # neighbours in a row (for philox16, the two halves of one Philox word)
+    # neighbours in a row
     assert abs(correlation(first[:, 1:], first[:, :-1])) < bound
     assert abs(correlation(first[1:], first[:-1])) < bound  # neighbours in a column
     # A different layer seed gives an unrelated mask.
@@ -133,40 +117,15 @@ def test_config_round_trip_and_bad_arguments():
         Dropout(1.0)
     with pytest.raises(ValueError, match=r"mask_generator.*Received: mask_generator='philox'"):
         Dropout(0.1, mask_generator="philox")
-    if keras.backend.backend() != "tensorflow":
-        backend = keras.backend.backend()
-        with pytest.raises(ValueError, match=rf"philox16.*TensorFlow.*backend \"{backend}\""):
-            Dropout(0.1, mask_generator="philox16")
     if keras.backend.backend() != "torch":
         backend = keras.backend.backend()
         with pytest.raises(ValueError, match=rf"torch_generator.*PyTorch.*backend \"{backend}\""):
             Dropout(0.1, mask_generator="torch_generator")
 
 
-@TENSORFLOW_ONLY
-@pytest.mark.parametrize("shape", [(3, 5, 7), (4, 6, 8)])  # an odd size leaves half a word
-def test_philox16_mask_and_gradient_against_a_numpy_decode_of_the_philox_words(shape):
-    import tensorflow as tf
-
-    rate = 0.3
-    x = tf.constant(np.random.default_rng(0).normal(size=shape).astype("float32"))
-    layer = Dropout(rate, seed=11, mask_generator="philox16")
-    seed = layer.seed_generator.state.numpy()  # the seed of the first call
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        outputs = layer(x, training=True)
-        weights = tf.range(x.shape.num_elements(), dtype=tf.float32)
-        loss = tf.reduce_sum(tf.reshape(outputs, [-1]) * weights)
-    keep = numpy_philox16_keep(x.shape.num_elements(), rate, seed).reshape(shape)
-    scale = np.float32(1.0) / np.float32(1 - rate)
-    np.testing.assert_allclose(outputs.numpy(), np.where(keep, x.numpy() * scale, 0), rtol=1e-6)
-    expected = np.where(keep, weights.numpy().reshape(shape) * scale, 0)
-    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), expected, rtol=1e-6)
-
-
 @CPU_FORMS
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's XLA switch")
-def test_auto_uses_the_hash_under_xla_and_philox16_elsewhere_on_tensorflow():
+def test_auto_uses_the_hash_under_xla_and_keras_elsewhere_on_tensorflow():
     import tensorflow as tf
 
     x = np.ones((64, 129), "float32")
@@ -176,13 +135,13 @@ def test_auto_uses_the_hash_under_xla_and_philox16_elsewhere_on_tensorflow():
         seed = layer.seed_generator.state.numpy()  # the seed of the first call
         kept = tf.function(lambda v: layer(v, training=True), jit_compile=jit_compile)(x)
         hashed = numpy_hash_bits(x.size, seed.astype("uint32")).reshape(x.shape) >= 2**31
-        philox16 = numpy_philox16_keep(x.size, 0.5, seed).reshape(x.shape)
-        return kept.numpy() != 0, hashed, philox16
+        stock = keras.random.dropout(x, 0.5, seed=keras.random.SeedGenerator(9))
+        return kept.numpy() != 0, hashed, to_numpy(stock) != 0
 
     kept, hashed, _ = masks(jit_compile=True)
     np.testing.assert_array_equal(kept, hashed)
-    kept, hashed, philox16 = masks(jit_compile=False)
-    np.testing.assert_array_equal(kept, philox16)
+    kept, hashed, stock = masks(jit_compile=False)
+    np.testing.assert_array_equal(kept, stock)
     assert abs(np.corrcoef(kept.reshape(-1), hashed.reshape(-1))[0, 1]) < 5 / np.sqrt(x.size)
     eager = to_numpy(Dropout(0.5, seed=9)(x, training=True)) != 0
     np.testing.assert_array_equal(eager, kept)  # eager TensorFlow: the same masks

@@ -86,7 +86,7 @@ def test_gradients_match_the_closed_form():
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's two forms")
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow, XLA on and off")
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_tensorflow_functions_with_and_without_xla_match_the_closed_form(jit_compile):
     import tensorflow as tf
@@ -110,10 +110,6 @@ def test_tensorflow_functions_with_and_without_xla_match_the_closed_form(jit_com
     expected = closed_form_gradients(x.numpy(), gamma, upstream, epsilon=1e-3)
     for name, g, e in zip(["x", "gamma", "beta"], got, expected, strict=True):
         np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-5, err_msg=name)
-    # The hand-written gradient (tf.custom_gradient's IdentityN) only where XLA does not compile.
-    graph = outputs_and_gradients.get_concrete_function(x).graph
-    custom = any(op.type == "IdentityN" for op in graph.get_operations())
-    assert custom == (not jit_compile)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

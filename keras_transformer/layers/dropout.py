@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_transformer import backend
 
-MASK_GENERATORS = ("auto", "hash", "philox16", "torch_generator", "keras")
+MASK_GENERATORS = ("auto", "hash", "torch_generator", "keras")
 
 # Odd 32-bit constants of MurmurHash3's finalizer and the golden ratio.
 _GOLDEN = 0x9E3779B9
@@ -46,42 +46,6 @@ def hash_bits(shape, seed):
     # int32 positions (TensorFlow has no uint32 range); 2**31 elements is plenty.
     index = ops.cast(ops.reshape(ops.arange(size, dtype="int32"), shape), "uint32")
     return _mix(backend.wrap_uint32(ops.add(_mix(ops.bitwise_xor(index, k0)), k1)))
-
-
-def philox16_dropout(inputs, rate, seed):
-    """TensorFlow dropout whose mask takes two 16-bit draws from each Philox word.
-
-    `tf.nn.experimental.stateless_dropout` (Keras' TensorFlow dropout) draws
-    one float per element from the stateless Philox kernel, compares it with
-    `rate`, multiplies and selects. Here the kernel draws half as many uint32
-    words, each split into two uint16 draws (a bitcast, no copy); element `i`
-    is kept when draw `i` is at least `round(rate * 2**16)`, so the drop
-    probability is `rate` to within 2**-17. The kept elements are scaled by
-    `1 / (1 - rate)` through one float mask, whose product is also the
-    gradient.
-
-    Args:
-        inputs: float tensor.
-        rate: float in (0, 1).
-        seed: (2,) integer tensor.
-
-    Returns:
-        A tensor of the shape and dtype of `inputs`.
-    """
-    import tensorflow as tf
-
-    seed = tf.convert_to_tensor(seed)
-    if seed.dtype != tf.int32:  # the stateless kernels take int32 seeds under XLA (as Keras)
-        seed = tf.cast(tf.math.floormod(tf.cast(seed, tf.int64), tf.int32.max - 1), tf.int32)
-    size = tf.size(inputs)
-    words = tf.random.stateless_uniform(
-        [(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32
-    )
-    # (words, 2): two uint16 draws per word; compared before the reshape, which is free.
-    keep = tf.bitcast(words, tf.uint16) >= round(rate * 2**16)
-    keep = tf.reshape(tf.reshape(keep, [-1])[:size], tf.shape(inputs))
-    mask = tf.cast(keep, inputs.dtype) * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
-    return inputs * mask
 
 
 def torch_generator_dropout(inputs, rate, seed):
@@ -144,9 +108,7 @@ class Dropout(keras.layers.Layer):
     (MurmurHash3's finalizer, twice) is at least `rate * 2**32`, a handful of
     integer ops that XLA fuses (JAX, and TensorFlow functions compiled by XLA).
     TensorFlow code that XLA does not compile runs one kernel per op, where
-    the hash's integer ops cost more than Philox; there `"philox16"`
-    (`philox16_dropout`) takes two 16-bit draws from each Philox word and
-    applies the mask as one product. On torch, Keras' dropout draws from the
+    the hash costs more than Keras' Philox draws. On torch, Keras' dropout draws from the
     process's global generator, which a resumed run cannot restore; there
     `"torch_generator"` (`torch_generator_dropout`) seeds a generator per call.
     Seeds come from a `keras.random.SeedGenerator`, as in Keras' layer, so
@@ -157,12 +119,10 @@ class Dropout(keras.layers.Layer):
         seed: int or None. Seed of the layer's `SeedGenerator`.
         mask_generator: `"auto"` (default: the form `backend.fast_forms()`
             picks: on a CPU `"hash"` on JAX and in TensorFlow functions
-            compiled by XLA, `"philox16"` in other TensorFlow code;
-            `"torch_generator"` on torch; `"keras"` on a GPU or TPU under
-            TensorFlow or JAX), `"hash"` (any backend), `"philox16"`
-            (TensorFlow only: the drop probability is `rate` rounded to a
-            multiple of 2**-16), `"torch_generator"` (torch only), or
-            `"keras"` (`keras.random.dropout`, any backend).
+            compiled by XLA; `"torch_generator"` on torch; `"keras"` in
+            other TensorFlow code and on a GPU or TPU), `"hash"` (any
+            backend), `"torch_generator"` (torch only), or `"keras"`
+            (`keras.random.dropout`, any backend).
         **kwargs: other `keras.layers.Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -187,8 +147,6 @@ class Dropout(keras.layers.Layer):
                 f"`mask_generator` must be one of {MASK_GENERATORS}. "
                 f"Received: mask_generator={mask_generator!r}"
             )
-        if mask_generator == "philox16":
-            backend.require_tensorflow('mask_generator="philox16"')
         if mask_generator == "torch_generator":
             backend.require_torch('mask_generator="torch_generator"')
         self.rate = float(rate)
@@ -211,8 +169,6 @@ class Dropout(keras.layers.Layer):
         generator = self._resolved_generator()
         if generator == "keras":
             return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)
-        if generator == "philox16":
-            return philox16_dropout(inputs, self.rate, self.seed_generator.next())
         if generator == "torch_generator":
             return torch_generator_dropout(inputs, self.rate, self.seed_generator.next())
         threshold = ops.convert_to_tensor(round(self.rate * 2**32), "uint32")

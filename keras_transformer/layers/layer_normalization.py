@@ -20,12 +20,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
     the backward pass (a (batch, length, d_model) broadcast per LayerNorm).
     Where `keras_transformer.backend` picks `"scale_last"` (XLA on a CPU) the
     normalized input is scaled last, which leaves only per-position
-    statistics to keep besides the input. In TensorFlow code that XLA does
-    not compile, where every elementwise op of autodiff's backward pass is a
-    kernel of its own, it picks `"closed_gradient"`: the gradient is the
-    closed form (`normalized_gradients`). Elsewhere (torch, whose Keras code
-    calls the fused `torch.nn.functional.layer_norm`, and GPUs or TPUs)
-    Keras' own code runs.
+    statistics to keep besides the input. Elsewhere (TensorFlow code that XLA
+    does not compile; torch, whose Keras code calls the fused
+    `torch.nn.functional.layer_norm`; GPUs and TPUs) Keras' own code runs.
     Inputs in float16 or bfloat16 are normalized in float32, as Keras does,
     and returned in the compute dtype.
 
@@ -65,55 +62,8 @@ class LayerNormalization(keras.layers.LayerNormalization):
         dtype = keras.backend.result_type(inputs.dtype, "float32")
         x = ops.cast(inputs, dtype)  # (..., features)
         gamma, beta = ops.cast(self.gamma, dtype), ops.cast(self.beta, dtype)
-        if form == "closed_gradient":
-            outputs = _tensorflow_layer_norm(x, gamma, beta, self.epsilon)
-            return ops.cast(outputs, self.compute_dtype)
         centred = x - ops.mean(x, axis=-1, keepdims=True)
         variance = ops.mean(ops.square(centred), axis=-1, keepdims=True)  # (..., 1)
         normalized = centred * ops.rsqrt(variance + self.epsilon)
         outputs = normalized * gamma + beta
         return ops.cast(outputs, self.compute_dtype)
-
-
-def normalized_gradients(upstream, normalized, inverse_std, gamma):
-    """The closed-form gradients of `y = normalized * gamma + beta` over the last axis.
-
-    With `g = dy * gamma` and `n` features, `dx = (g - mean(g) - normalized *
-    mean(g * normalized)) * inverse_std` (means over the last axis), `dgamma =
-    sum(dy * normalized)` and `dbeta = sum(dy)` over all other axes.
-
-    Args:
-        upstream: (..., features) gradient of the outputs.
-        normalized: (..., features) `(x - mean) * inverse_std`.
-        inverse_std: (..., 1) `1 / sqrt(var + epsilon)`.
-        gamma: (features,) scale.
-
-    Returns:
-        `(dx, dgamma, dbeta)`.
-    """
-    scaled = upstream * gamma
-    dx = scaled - ops.mean(scaled, axis=-1, keepdims=True)
-    dx = (dx - normalized * ops.mean(scaled * normalized, axis=-1, keepdims=True)) * inverse_std
-    features = upstream.shape[-1]
-    rows = ops.reshape(upstream, (-1, features))  # (tokens, features)
-    dgamma = ops.sum(rows * ops.reshape(normalized, (-1, features)), axis=0)
-    return dx, dgamma, ops.sum(rows, axis=0)
-
-
-def _tensorflow_layer_norm(x, gamma, beta, epsilon):
-    import tensorflow as tf
-
-    @tf.custom_gradient
-    def layer_norm(x, gamma, beta):
-        centred = x - tf.reduce_mean(x, axis=-1, keepdims=True)
-        inverse_std = tf.math.rsqrt(
-            tf.reduce_mean(tf.square(centred), axis=-1, keepdims=True) + epsilon
-        )  # (..., 1)
-        normalized = centred * inverse_std
-
-        def gradient(upstream):
-            return normalized_gradients(upstream, normalized, inverse_std, gamma)
-
-        return normalized * gamma + beta, gradient
-
-    return layer_norm(x, gamma, beta)
