@@ -21,7 +21,7 @@ torch's own fused kernels), except dropout: Keras' torch dropout draws from
 torch's global generator, which a checkpoint cannot put back where it was
 (torch's `DataLoader` also draws from it when an epoch starts), so a resumed
 run would drop other elements. There the masks come from a generator seeded
-by the layer's saved seed state (`"torch_generator"`), as fast as Keras' own.
+by the layer's saved seed state (`"torch_generator"`).
 
 For measurement, the environment variable `KERAS_TRANSFORMER_FAST_FORMS`
 turns forms off: a comma-separated list of the names above, or `none` for

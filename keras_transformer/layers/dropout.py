@@ -22,6 +22,13 @@ def _mix(h):
     return ops.bitwise_xor(h, ops.right_shift(h, 16))
 
 
+def _keys(seed):
+    """The two uint32 keys hashed from the two words of a (2,) integer seed."""
+    seed = backend.wrap_uint32(ops.cast(seed, "uint32"))
+    k0 = _mix(ops.bitwise_xor(seed[0], ops.convert_to_tensor(_GOLDEN, "uint32")))
+    return k0, _mix(backend.wrap_uint32(ops.add(seed[1], k0)))
+
+
 def hash_bits(shape, seed):
     """Pseudo-random uint32 of `shape`: element `i` is `mix(mix(i ^ k0) + k1)`.
 
@@ -37,9 +44,7 @@ def hash_bits(shape, seed):
     Returns:
         uint32 tensor of `shape` (int64 holding uint32 values on torch).
     """
-    seed = backend.wrap_uint32(ops.cast(seed, "uint32"))
-    k0 = _mix(ops.bitwise_xor(seed[0], ops.convert_to_tensor(_GOLDEN, "uint32")))
-    k1 = _mix(backend.wrap_uint32(ops.add(seed[1], k0)))
+    k0, k1 = _keys(seed)
     size = 1
     for dim in shape:
         size = size * dim
@@ -78,19 +83,9 @@ def torch_generator_dropout(inputs, rate, seed):
 def _torch_generator(seed, device):
     import torch
 
-    first, second = (int(word) & 0xFFFFFFFF for word in ops.convert_to_numpy(seed).tolist())
     generator = torch.Generator(device=device)
-    generator.manual_seed(_mix_int((_mix_int(first ^ _GOLDEN) + second) & 0xFFFFFFFF))
+    generator.manual_seed(int(ops.convert_to_numpy(_keys(seed)[1])))  # hash_bits' k1
     return generator
-
-
-def _mix_int(h):
-    """`_mix` on a Python int (MurmurHash3's 32-bit finalizer)."""
-    h ^= h >> 16
-    h = h * _MIX_1 & 0xFFFFFFFF
-    h ^= h >> 13
-    h = h * _MIX_2 & 0xFFFFFFFF
-    return h ^ h >> 16
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
