@@ -14,6 +14,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.text import write_synthetic_corpus
@@ -23,9 +24,6 @@ BENCHMARKS = os.path.join(ROOT, "benchmarks")
 TINY_MODEL = ["--num-layers", "1", "--d-model", "32", "--num-heads", "2"]
 TINY_MODEL += ["--intermediate-dim", "64", "--vocabulary-size", "500"]
 
-tensorflow_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="backend-independent; runs on TensorFlow"
-)
 jax_only = pytest.mark.skipif(keras.backend.backend() != "jax", reason="counts jaxpr matmuls")
 
 
@@ -151,7 +149,7 @@ def test_fast_forms_times_each_form_off_against_all_on(data_dir):
     assert rows == [*forms, "all"], output
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_pipeline_padding_runs(data_dir):
     output = run_benchmark(
         "pipeline_padding", "--data-dir", data_dir, "--vocabulary-size", "500",
@@ -180,7 +178,7 @@ def test_decoding_speed_runs(data_dir):
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_long_sentence_request_runs(data_dir):
     output = run_benchmark(
         "long_sentence_request", "--data-dir", data_dir, "--num-sentences", "6",
@@ -211,7 +209,7 @@ def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     assert re.search(r"same output tokens \(ours, ctranslate2 float32\): \d+ of 8", output)
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_encoder_collapse_variants_combine_fairseqs_settings():
     collapse = load_benchmark("encoder_collapse")
     assert collapse.variant_settings("post-ln") == (False, {}, {}, None)

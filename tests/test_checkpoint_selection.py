@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import BACKEND_INDEPENDENT, to_numpy
 from test_checkpoint_averaging import make_model
 
 from keras_transformer.checkpoints import (
@@ -12,6 +12,8 @@ from keras_transformer.checkpoints import (
     checkpoint_candidates,
     select_checkpoint,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 
 def flat(model):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.cli import main
 from keras_transformer.experiment.recipes import load_recipe
@@ -22,6 +23,8 @@ from keras_transformer.experiment.run_config_file import (
     run_settings,
     write_run_config,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = ["--model-override", "num_layers=1", "--model-override", "d_model=32",

@@ -4,6 +4,7 @@ import os
 import sys
 
 import pytest
+from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.text import (
     CleaningSummary,
@@ -12,6 +13,8 @@ from keras_transformer.text import (
     load_tfds_corpus,
     read_lines,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 
 def write(path, data):

@@ -12,7 +12,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import BACKEND_INDEPENDENT, to_numpy
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
 from keras_transformer.decoding import Translator
@@ -21,6 +21,8 @@ from keras_transformer.export import export_ctranslate2, save_translation_model
 from keras_transformer.export.__main__ import main as export_main
 from keras_transformer.export.ctranslate2_export import TOKENIZER_FILE, import_ctranslate2
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+
+pytestmark = BACKEND_INDEPENDENT
 
 ctranslate2 = pytest.importorskip(
     "ctranslate2", reason="ctranslate2 is not installed (pip install 'keras-transformer[dev]')"

@@ -6,7 +6,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import small_config, to_numpy
+from conftest import BACKEND_INDEPENDENT, small_config, to_numpy
 
 from keras_transformer import Seq2SeqTransformer, TransformerSchedule
 from keras_transformer.decoding.translator import to_token_lists
@@ -19,6 +19,8 @@ from keras_transformer.figures import (
     read_training_log,
 )
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+
+pytestmark = BACKEND_INDEPENDENT
 
 # The package imports matplotlib only to draw, so it imports without it.
 pytest.importorskip("matplotlib")

@@ -7,9 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.experiment import output_dir_lock
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
+
+pytestmark = BACKEND_INDEPENDENT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOLDER = (

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 import sentencepiece as spm
-from conftest import small_config
+from conftest import BACKEND_INDEPENDENT, small_config
 from process_group import once_per_suite
 
 from keras_transformer.data import (
@@ -78,6 +78,7 @@ def decode_rows(batches):
     return pairs
 
 
+@BACKEND_INDEPENDENT
 def test_tokenized_corpus_matches_sentencepiece(tokenized, reference_ids):
     sources, targets = reference_ids
     assert len(tokenized) == len(sources)
@@ -88,6 +89,7 @@ def test_tokenized_corpus_matches_sentencepiece(tokenized, reference_ids):
     np.testing.assert_array_equal(rebuilt.source_splits, tokenized.source_splits)
 
 
+@BACKEND_INDEPENDENT
 def test_every_pair_exactly_once_per_epoch_within_budget(corpus, tokenizer, reference_ids):
     budget = 600
     train = make_translation_dataset(corpus, tokenizer, token_budget=budget, max_length=96,
@@ -115,6 +117,7 @@ def test_every_pair_exactly_once_per_epoch_within_budget(corpus, tokenizer, refe
         assert padding_rows == summary.padding_rows
 
 
+@BACKEND_INDEPENDENT
 def test_shapes_are_bounded_by_buckets(corpus, tokenizer):
     train = make_translation_dataset(corpus, tokenizer, token_budget=800, max_length=96,
                                      bucket_growth=1.1)  # fmt: skip
@@ -139,6 +142,7 @@ def test_shapes_are_bounded_by_buckets(corpus, tokenizer):
     assert list(summary.batches_per_bucket) == list(-(-counts // capacities))
 
 
+@BACKEND_INDEPENDENT
 def test_order_depends_only_on_seed(tokenized, reference_ids):
     def epochs(seed):
         train = make_translation_dataset(tokenized, token_budget=500, max_length=96, seed=seed)
@@ -173,6 +177,7 @@ def test_order_depends_only_on_seed(tokenized, reference_ids):
         assert decode_rows(batches) == expected, high
 
 
+@BACKEND_INDEPENDENT
 def test_long_pairs_are_dropped_and_counted(tokenized, reference_ids, caplog):
     max_length = 24
     train = make_translation_dataset(tokenized, token_budget=256, max_length=max_length)
@@ -191,6 +196,7 @@ def test_long_pairs_are_dropped_and_counted(tokenized, reference_ids, caplog):
         make_translation_dataset(tokenized, token_budget=256, max_length=8, min_bucket_length=8)
 
 
+@BACKEND_INDEPENDENT
 def test_replicas_get_equal_slices_within_budget(tokenized, reference_ids):
     train = make_translation_dataset(tokenized, token_budget=400, max_length=96, num_replicas=4)
     assert all(size % 4 == 0 for size in train.summary.batch_sizes)
@@ -208,6 +214,7 @@ def test_replicas_get_equal_slices_within_budget(tokenized, reference_ids):
     assert collections.Counter(decode_rows(epoch)) == expected
 
 
+@BACKEND_INDEPENDENT
 def test_process_shares_make_up_the_global_batches(tokenized):
     # JAX multi-process: P processes each yield rows [i b, (i + 1) b) of every global batch.
     settings = {"token_budget": 300, "max_length": 64, "num_replicas": 4, "seed": 3}
@@ -240,6 +247,7 @@ def test_process_shares_make_up_the_global_batches(tokenized):
         np.testing.assert_array_equal(share_weights, weights[half:])
 
 
+@BACKEND_INDEPENDENT
 def test_length_buckets():
     buckets = LengthBuckets.geometric(max_length=200, min_length=8, growth=1.1)
     bounds = np.asarray(buckets.boundaries)
@@ -259,6 +267,7 @@ def test_length_buckets():
     assert np.all(sizes <= capacities) and np.all(sizes % 2 == 0)
 
 
+@BACKEND_INDEPENDENT
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
@@ -279,6 +288,7 @@ def test_config_errors(overrides, match):
         PipelineConfig.from_dict({"budget": 3})
 
 
+@BACKEND_INDEPENDENT
 def test_text_corpus_needs_tokenizer(corpus):
     with pytest.raises(ValueError, match="tokenizer"):
         make_translation_dataset(corpus)

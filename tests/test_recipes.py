@@ -9,6 +9,7 @@ import sys
 import keras
 import pytest
 import sacrebleu
+from conftest import BACKEND_INDEPENDENT
 from process_group import SMALL_MODEL, write_recipe_data
 
 from keras_transformer.data import make_translation_dataset
@@ -19,12 +20,6 @@ from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-# Argument handling and table printing do not depend on the backend: run them once.
-tensorflow_only = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="backend-independent; runs on TensorFlow"
-)
 
 
 def run_recipe(name, *arguments):
@@ -121,7 +116,7 @@ def one_error_line(result, *expected):
         assert text in lines[0], lines[0]
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_missing_data_dir_is_one_line(tmp_path):
     result = run_recipe("wmt14_base", "--output-dir", str(tmp_path))
     assert result.returncode == 2
@@ -133,14 +128,14 @@ def test_missing_data_dir_is_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_wrong_language_pair_is_one_line(tmp_path, wmt_files):
     result = run_recipe("wmt14_base", "--data-dir", str(wmt_files), "--target-language", "ja")
     assert result.returncode == 2
     one_error_line(result, "en-ja", "en-de")
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_selection_without_valid_files_fails_before_training(tmp_path, wmt_files):
     output = tmp_path / "run"
     result = run_recipe(
@@ -152,7 +147,7 @@ def test_selection_without_valid_files_fails_before_training(tmp_path, wmt_files
     assert not (output / "checkpoints").exists()  # nothing trained
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_unwritable_output_dir_is_one_line(tmp_path, wmt_files):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -176,7 +171,7 @@ def test_resume_with_another_architecture_is_one_line(wmt_run, wmt_files):
     one_error_line(result, "resuming must keep the model and data settings; use a new --output-dir")
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_files):
     output, *_ = wmt_run
     recorded = json.loads((output / "data_order.json").read_text())
@@ -205,7 +200,7 @@ def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
     assert (tmp_path / "run" / "saved_model" / "saved_model.pb").is_file()
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_command_line_translates_stdin_like_the_recipe(wmt_run, wmt_files):
     output, *_ = wmt_run
     sentences = (wmt_files / "newstest2014.en").read_text(encoding="utf-8")
@@ -233,7 +228,7 @@ def test_command_line_help_and_bad_command(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
     result = run_recipe(
         "table3", "--data-dir", str(wmt_files), "--output-dir", str(tmp_path),
@@ -254,7 +249,7 @@ def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
         assert 300 < perplexity < 300 * math.e
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 @pytest.mark.parametrize(
     ("override", "expected"),
     [("token_budget=100", "token_budget is set by the run itself; this flag sets max_length"),
@@ -269,7 +264,7 @@ def test_bad_pipeline_override_is_one_line_before_any_work(tmp_path, wmt_files, 
     assert not (output / "vocabulary.model").exists()
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_second_run_on_a_busy_output_dir_is_one_line_and_writes_nothing(tmp_path, wmt_files):
     output = tmp_path / "run"
     output.mkdir()
@@ -282,7 +277,7 @@ def test_second_run_on_a_busy_output_dir_is_one_line_and_writes_nothing(tmp_path
     assert os.listdir(output) == [OutputDirLock.NAME]
 
 
-@tensorflow_only
+@BACKEND_INDEPENDENT
 def test_optimizer_flags_reach_the_config_and_round_trip():
     from keras_transformer.experiment.experiment_config import ExperimentConfig
     from keras_transformer.experiment.recipe_main import parse_experiment

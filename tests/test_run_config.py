@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import pytest
+from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.recipe_main import build_parser, config_from_file
@@ -19,6 +20,8 @@ from keras_transformer.utils.config_arguments import (
     parse_overrides,
     parse_value,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 QUICKSTART = load_recipe("quickstart")
 

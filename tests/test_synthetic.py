@@ -4,6 +4,7 @@ import os
 import re
 
 import pytest
+from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.text import (
     ParallelCorpus,
@@ -20,6 +21,8 @@ from keras_transformer.text.number_words import (
     german_ordinal,
     german_year,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 # Written out by hand, not computed.
 NUMBER_TABLE = {

@@ -7,7 +7,7 @@ import re
 import keras
 import numpy as np
 import pytest
-from conftest import random_token_ids
+from conftest import BACKEND_INDEPENDENT, random_token_ids
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.training import TrainingMonitor
@@ -17,6 +17,8 @@ from keras_transformer.training.progress_line import (
     format_progress,
     write_progress,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 LINE = re.compile(
     r"^step (\d+)/(\d+) \((\d+\.\d)%\) \| loss (\d+\.\d{3}) \| lr (\d\.\d\de-\d\d) \| "

@@ -2,7 +2,9 @@
 
 A tiny model is saved once per module; the real command runs in subprocesses (stdout must
 hold exactly the translations, stdin is streamed) and in-process (formats, refusals, errors),
-and its outputs are compared with `Translator`'s own.
+and its outputs are compared with `Translator`'s own. The command's own code does not depend
+on the Keras backend: only the pipe test, which loads, decodes and exports through the whole
+path, runs under every backend.
 """
 
 import json
@@ -18,7 +20,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import small_config
+from conftest import BACKEND_INDEPENDENT, small_config
 
 from keras_transformer import Seq2SeqTransformer
 from keras_transformer.decoding import Translator
@@ -116,6 +118,7 @@ def _saved_model_translation(run, model, tokenizer, raw):
     return serve(sentences=tf.constant([raw]))["translations"].numpy()[0].decode("utf-8")
 
 
+@BACKEND_INDEPENDENT
 def test_input_file_with_invalid_utf8_reads_as_replacement_characters(saved, capsys):
     run, model, tokenizer, _ = saved
     source = run / "invalid_input.txt"
@@ -131,6 +134,7 @@ def test_input_file_with_invalid_utf8_reads_as_replacement_characters(saved, cap
     assert "(first: line 2)" in err
 
 
+@BACKEND_INDEPENDENT
 def test_line_chunks_end_when_a_pipe_pauses():
     read_end, write_end = os.pipe()
     os.write(write_end, b"first\nsecond\nthi")
@@ -147,6 +151,7 @@ def test_line_chunks_end_when_a_pipe_pauses():
     assert (chunks.lines, chunks.replaced, chunks.first_replaced) == (4, 1, 4)
 
 
+@BACKEND_INDEPENDENT
 def test_lines_come_out_before_stdin_closes(saved):
     run, model, tokenizer, _ = saved
     sentences = ["A dog.", "Two men."]  # one bucket: one compiled shape
@@ -174,6 +179,7 @@ def test_lines_come_out_before_stdin_closes(saved):
     assert received.decode().split("\n")[:2] == translator.translate(sentences, verbose=0)
 
 
+@BACKEND_INDEPENDENT
 def test_chunked_output_equals_unchunked_and_goes_to_a_file(saved, expected, capsys, tmp_path):
     run, _, _, sentences = saved
     source = tmp_path / "input.txt"
@@ -193,6 +199,7 @@ def test_chunked_output_equals_unchunked_and_goes_to_a_file(saved, expected, cap
     ]
 
 
+@BACKEND_INDEPENDENT
 def test_n_best_formats_agree_with_the_translator(saved, expected, capsys, tmp_path):
     run, model, tokenizer, sentences = saved
     sentences = sentences[:12]
@@ -229,6 +236,7 @@ def test_n_best_formats_agree_with_the_translator(saved, expected, capsys, tmp_p
     assert out.splitlines() == [t for hypotheses in n_best for t, _ in hypotheses]
 
 
+@BACKEND_INDEPENDENT
 def test_truncation_is_counted_on_stderr(saved, capsys, tmp_path):
     run, model, tokenizer, sentences = saved
     source = tmp_path / "input.txt"
@@ -255,6 +263,7 @@ def test_truncation_is_counted_on_stderr(saved, capsys, tmp_path):
         (["--format", "xml"], "invalid choice"),
     ],
 )
+@BACKEND_INDEPENDENT
 def test_bad_numbers_exit_2_in_one_line(saved, capsys, flags, message):
     run = saved[0]
     with pytest.raises(SystemExit) as exit_info:
@@ -280,6 +289,7 @@ def model_kinds(run, tmp_path):
     ]
 
 
+@BACKEND_INDEPENDENT
 def test_each_kind_of_model_path_gets_its_one_line_error(saved, capsys, tmp_path):
     for path, message in model_kinds(saved[0], tmp_path):
         with pytest.raises(SystemExit) as exit_info:
@@ -289,6 +299,7 @@ def test_each_kind_of_model_path_gets_its_one_line_error(saved, capsys, tmp_path
         assert f"--model {path}" in err and message in err and err.count("\n") == 1, err
 
 
+@BACKEND_INDEPENDENT
 def test_output_that_is_the_input_is_refused(saved, capsys, tmp_path):
     run = saved[0]
     source = tmp_path / "x.txt"
@@ -304,6 +315,7 @@ def test_output_that_is_the_input_is_refused(saved, capsys, tmp_path):
     assert source.read_text() == "two tables\n"
 
 
+@BACKEND_INDEPENDENT
 def test_run_directory_resolution(saved, tmp_path):
     run = saved[0]
     resolved = run_directory.RunDirectory(run)
@@ -334,6 +346,7 @@ def run_module(module, capsys, *args):
     return status, capsys.readouterr().err
 
 
+@BACKEND_INDEPENDENT
 def test_average_evaluate_export_refuse_their_inputs_and_take_run_dirs(saved, capsys, tmp_path):
     from keras_transformer.checkpoints import __main__ as average
     from keras_transformer.evaluation import __main__ as evaluate

@@ -5,12 +5,14 @@ import os
 
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import BACKEND_INDEPENDENT, to_numpy
 
 from keras_transformer.checkpoints import average_checkpoints, read_checkpoint_metadata
 from keras_transformer.experiment.recipe_main import recipe_main
 from keras_transformer.experiment.recipes import load_recipe
 from keras_transformer.export import load_translation_model
+
+pytestmark = BACKEND_INDEPENDENT
 
 TINY = load_recipe("quickstart").replace(
     synthetic_sizes=(200, 12, 12),

@@ -6,6 +6,7 @@ import keras
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
+from conftest import BACKEND_INDEPENDENT
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer.text import (
@@ -19,6 +20,8 @@ from keras_transformer.text import (
     train_vocabulary,
     train_vocabulary_from_files,
 )
+
+pytestmark = BACKEND_INDEPENDENT
 
 
 @pytest.fixture(scope="module")
