@@ -128,6 +128,6 @@ def test_resume_refuses_changed_training_settings_in_one_line(tmp_path):
         "(resuming must keep the model and data settings; use a new --output-dir)"
     )
     other = config.replace(seed=1, warmup_steps=10)
-    with pytest.raises(ValueError, match="started with seed=0, warmup_steps=400; this command "
-                       "asks for seed=1, warmup_steps=10"):  # fmt: skip
+    started = f"started with seed=0, warmup_steps={config.warmup_steps}; this command "
+    with pytest.raises(ValueError, match=started + "asks for seed=1, warmup_steps=10"):
         check_resumed_settings(run_settings(other, other.pipeline_config()), str(tmp_path))
