@@ -76,9 +76,12 @@ def test_metrics_equal_an_independent_computation_and_search_is_traced_once(
     # References: the untouched model's own greedy outputs for half the sentences and
     # the synthetic German for the others, so BLEU is strictly between 0 and 100 (the
     # first initialization, per backend, whose outputs are not all too short for 4-grams).
+    model = compiled_model(learning_rate=0.0)  # lr 0: one model throughout
+    translator = Translator(model, tokenizer, search="greedy", max_extra_length=5)
     for seed in range(7, 12):
-        model = compiled_model(learning_rate=0.0, seed=seed)  # lr 0: one model throughout
-        translator = Translator(model, tokenizer, search="greedy", max_extra_length=5)
+        # Another initialization in the same model: the compiled search reads the new weights
+        # (a new model would compile another search, which takes seconds on JAX).
+        model.set_weights(compiled_model(seed=seed).get_weights())
         outputs = translator.translate(sources)
         references = [out if i % 2 else german[100 + i] for i, out in enumerate(outputs)]
         expected_bleu = sacrebleu.corpus_bleu(outputs, [references]).score
