@@ -8,7 +8,7 @@ import types
 import keras
 import numpy as np
 import pytest
-from conftest import random_token_ids, to_numpy
+from conftest import BACKEND_INDEPENDENT, random_token_ids, to_numpy
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.checkpoints import (
@@ -88,6 +88,7 @@ def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, t
     assert not np.allclose(last_two[0][0], last_two[1][0])
 
 
+@BACKEND_INDEPENDENT  # the files written and read; restoring is in test_resume
 def test_checkpoints_every_n_minutes_of_a_fake_clock(tiny_config, tmp_path, monkeypatch):
     # Seconds each batch takes on the fake clock; with every_minutes=1 the saves fall where
     # 60 s have passed since the previous save (or since training began at t=0):
@@ -114,6 +115,7 @@ def test_checkpoints_every_n_minutes_of_a_fake_clock(tiny_config, tmp_path, monk
     assert sorted(os.listdir(tmp_path)) == checkpoint_names((2, 3, 6, 7, 8))
 
 
+@BACKEND_INDEPENDENT
 def test_bad_schedule_arguments(tmp_path):
     with pytest.raises(ValueError, match="neither"):
         PeriodicCheckpoint(tmp_path, every_steps=None, every_minutes=None)
@@ -199,6 +201,7 @@ class RecordFileHashes(keras.callbacks.Callback):
         )
 
 
+@BACKEND_INDEPENDENT
 def test_a_full_disk_stops_training_and_keeps_every_checkpoint(tiny_config, tmp_path, monkeypatch):
     # keep=2: the failed third save must not prune step 1 to make room before it writes.
     callback = PeriodicCheckpoint(
@@ -226,6 +229,7 @@ def test_a_full_disk_stops_training_and_keeps_every_checkpoint(tiny_config, tmp_
     assert PeriodicCheckpoint(tmp_path, every_steps=1).restore(model) == 2
 
 
+@BACKEND_INDEPENDENT
 def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, tmp_path, capsys):
     finished = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -252,6 +256,7 @@ def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, t
     )
 
 
+@BACKEND_INDEPENDENT
 def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config, tmp_path):
     # Run 1 saved steps 1 and 2; step 2's file was then truncated (a crash of the disk,
     # not of our write). Run 2 resumes from step 1, ends at step 2, writes step 2 again
@@ -285,6 +290,7 @@ def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config,
         np.testing.assert_allclose(to_numpy(averaged), (a + b) / 2, rtol=1e-6, atol=1e-7)
 
 
+@BACKEND_INDEPENDENT
 def test_a_checkpoint_whose_data_changed_fails_its_checksum_and_the_previous_is_used(
     tiny_config, tmp_path, capsys
 ):
