@@ -17,12 +17,16 @@ CPU_FORMS = pytest.mark.skipif(
     backend.on_accelerator(), reason="a GPU or TPU runs the stock Keras ops, not the CPU forms"
 )
 
+
 # What does not depend on the Keras backend (argument handling, file formats, command-line
 # streams, converters of saved weights) runs once, under TensorFlow: `.ci/run` runs the suite
 # three times, and these tests would only repeat themselves under JAX and PyTorch.
-BACKEND_INDEPENDENT = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow", reason="backend-independent; runs on TensorFlow"
-)
+def only_under(backend, reason):
+    """Runs the test only in the suite run under `backend` (CI runs one suite per backend)."""
+    return pytest.mark.skipif(keras.backend.backend() != backend, reason=reason)
+
+
+BACKEND_INDEPENDENT = only_under("tensorflow", "backend-independent; runs on TensorFlow")
 
 # The files with the longest runs in CI (pytest --durations), started first. Under
 # `--dist loadfile` a file runs whole in one of the two workers, and xdist's own order (most

@@ -7,9 +7,9 @@ import subprocess
 import sys
 import time
 
-import keras
 import numpy as np
 import pytest
+from conftest import only_under
 
 from keras_transformer.experiment.keras_distribute_workarounds import keras_needs_workarounds
 
@@ -27,9 +27,8 @@ def once_per_suite(backend):
     For tests that start their own `backend` processes: the suite under the other backend
     would repeat the same work (CI runs the suite once per backend).
     """
-    return pytest.mark.skipif(
-        keras.backend.backend() != backend,
-        reason=f"starts its own {backend} processes; runs under KERAS_BACKEND={backend}",
+    return only_under(
+        backend, f"starts its own {backend} processes; runs under KERAS_BACKEND={backend}"
     )
 
 
