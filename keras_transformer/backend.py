@@ -28,9 +28,10 @@ turns forms off: a comma-separated list of the names above, or `none` for
 all of them (read once, at the first use). `fast_forms_disabled` does the
 same within one process, for the benchmark that compares them.
 
-Cache writes (`update_cache`) and the compilation of decoding
-(`compile_search`) are not speed choices: each backend gets the form that
-is correct there.
+The decoding cache (`growing_cache`, `update_cache`, `decoding_loop`) and
+the compilation of decoding (`compile_search`) are not speed choices: each
+backend gets the form its compiler allows (a cache that grows where shapes
+may change, a fixed buffer under `jax.jit`).
 """
 
 import contextlib
@@ -257,42 +258,69 @@ def in_one_process(model):
     return True
 
 
-def update_cache(cache, update, index):
-    """`cache` with `update` written at position `index` of axis 1.
+def growing_cache():
+    """Whether a decoding loop's self-attention cache grows one position per step.
 
-    The semantics of XLA's DynamicUpdateSlice: the start is clamped so the
-    update fits. On JAX it is `ops.slice_update` (one in-place XLA op). On
-    TensorFlow, Keras implements `ops.slice_update` with the op
-    `XlaDynamicUpdateSlice`, which only runs compiled by XLA: a graph holding
-    it fails in a `tensorflow_model_server` (no XLA). There the write is
-    `TensorScatterUpdate`, a core op that copies the values exactly, so both
-    paths decode the same numbers. Torch's slice assignment does not clamp,
-    and torch decodes eagerly, so there the start is clamped in Python.
+    On TensorFlow and torch it does: each step appends its keys and values
+    (a concatenation) and beam search reorders only the positions written so
+    far, so a step copies what it needs and no more. A graph's `while` loop
+    lets a tensor's length change (`decoding_loop`); torch decodes eagerly.
+    JAX compiles a loop for fixed shapes, so there the cache is a buffer of
+    the final length, written in place (`update_cache`).
+    """
+    return keras.backend.backend() != "jax"
+
+
+def update_cache(cache, update, index):
+    """`cache` with `update` written at positions `index, ...` of axis 2.
+
+    Where the cache grows (`growing_cache`), the result holds the first
+    `index` positions of `cache` followed by `update`: later positions are
+    dropped, and a cache of exactly `index` positions is extended without a
+    copy of its own. TensorFlow's graph uses core ops only (`StridedSlice`,
+    `ConcatV2`), so it serves in a `tensorflow_model_server` (no XLA).
+
+    On JAX the cache is a fixed buffer: `ops.slice_update`, one in-place XLA
+    op with the semantics of XLA's DynamicUpdateSlice (the start is clamped
+    so the update fits).
 
     Args:
-        cache: (batch, cache_length, heads, dim) tensor.
-        update: (batch, update_length, heads, dim) tensor, cast to the cache dtype.
+        cache: (batch, heads, cache_length, dim) tensor.
+        update: (batch, heads, update_length, dim) tensor, cast to the cache dtype.
         index: int scalar (Python or tensor). First position written.
 
     Returns:
-        A tensor of the shape and dtype of `cache`.
+        A tensor of the cache's dtype: (batch, heads, index + update_length,
+        dim) where the cache grows, the cache's shape on JAX.
     """
     update = ops.cast(update, cache.dtype)
-    backend = keras.backend.backend()
-    if backend == "torch":
-        last_start = cache.shape[1] - update.shape[1]
-        index = min(max(int(index), 0), last_start)  # eager: the index is a concrete value
-    if backend != "tensorflow":
-        return ops.slice_update(cache, [0, index, 0, 0], update)
+    if growing_cache():
+        return ops.concatenate([cache[:, :, :index], update], axis=2)
+    return ops.slice_update(cache, [0, 0, index, 0], update)
+
+
+def decoding_loop(cond, body, loop_vars):
+    """`ops.while_loop` for a decoding loop whose cache may grow (`growing_cache`).
+
+    On TensorFlow a `while` loop keeps each tensor's shape unless told
+    otherwise: every rank-4 loop variable, a (batch, heads, length, dim)
+    cache, may change its length (axis 2) from one step to the next.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.while_loop(cond, body, loop_vars)
     import tensorflow as tf
 
-    batch, cache_length = tf.unstack(tf.shape(cache, out_type=tf.int32)[:2])
-    update_length = tf.shape(update, out_type=tf.int32)[1]
-    start = tf.clip_by_value(tf.cast(index, tf.int32), 0, cache_length - update_length)
-    rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, update_length])
-    columns = tf.broadcast_to(start + tf.range(update_length)[None, :], [batch, update_length])
-    indices = tf.stack([rows, columns], axis=-1)  # (batch, update_length, 2)
-    return tf.tensor_scatter_nd_update(cache, indices, update)
+    def invariant(tensor):
+        shape = tf.TensorShape(tensor.shape)
+        if shape.rank == 4:
+            return tf.TensorShape([shape[0], shape[1], None, shape[3]])
+        return shape
+
+    loop_vars = tuple(loop_vars)
+    invariants = tf.nest.map_structure(invariant, loop_vars)
+    return tf.while_loop(
+        cond, lambda *state: tuple(body(*state)), loop_vars, shape_invariants=invariants
+    )
 
 
 def compile_search(function, variables):

@@ -43,14 +43,16 @@ def test_growing_cache_reproduces_full_causal_attention():
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
     full = to_numpy(layer(x, use_causal_mask=True))
-    cache = (np.zeros((2, 6, 2, 4), "float32"), np.zeros((2, 6, 2, 3), "float32"))
+    # (batch, heads, length, head_dim)
+    cache = (np.zeros((2, 2, 6, 4), "float32"), np.zeros((2, 2, 6, 3), "float32"))
     steps = []
     for t in range(6):
         out, cache = layer(x[:, t : t + 1], use_causal_mask=True, cache=cache, cache_index=t)
         steps.append(to_numpy(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
     # The cache holds the projected keys of every step.
-    np.testing.assert_allclose(to_numpy(cache[0]), to_numpy(layer.key_dense(x)), atol=1e-6)
+    keys = np.transpose(to_numpy(layer.key_dense(x)), (0, 2, 1, 3))  # (batch, heads, length, d_k)
+    np.testing.assert_allclose(to_numpy(cache[0]), keys, atol=1e-6)
 
 
 def test_fixed_matrices_give_the_same_outputs_and_follow_weight_changes():
@@ -170,16 +172,17 @@ def test_attention_initializers_give_the_closed_form_variances(initializer, qkv_
     assert to_numpy(clone.query_dense.kernel).var() == pytest.approx(qkv_variance, rel=0.04)
 
 
-@pytest.mark.parametrize("length, index", [(1, 0), (1, 5), (3, 2), (3, 6)])
-def test_cache_update_writes_like_dynamic_update_slice(length, index):
-    from keras_transformer.backend import update_cache
+@pytest.mark.parametrize("length, index", [(1, 0), (1, 5), (3, 2), (3, 4)])
+def test_cache_update_writes_the_positions_and_keeps_those_before(length, index):
+    from keras_transformer.backend import growing_cache, update_cache
 
     rng = np.random.default_rng(0)
-    cache = rng.normal(size=(2, 7, 3, 4)).astype("float32")
-    update = rng.normal(size=(2, length, 3, 4)).astype("float32")
+    cache = rng.normal(size=(2, 3, 7, 4)).astype("float32")  # (batch, heads, length, dim)
+    update = rng.normal(size=(2, 3, length, 4)).astype("float32")
     expected = cache.copy()
-    start = min(index, 7 - length)  # DynamicUpdateSlice clamps the start so the update fits
-    expected[:, start : start + length] = update
+    expected[:, :, index : index + length] = update
+    # A growing cache ends after the update; a fixed buffer keeps its length.
+    expected = expected[:, :, : index + length] if growing_cache() else expected
     # The index as a traced tensor too, as in the decoding loop.
     for position in (index, keras.ops.convert_to_tensor(index, "int32")):
         result = to_numpy(update_cache(keras.ops.convert_to_tensor(cache), update, position))
@@ -191,9 +194,9 @@ def test_cached_decoding_step_traces_without_xla_ops():
     import tensorflow as tf
 
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
-    cache = (tf.zeros((1, 5, 2, 4)), tf.zeros((1, 5, 2, 4)))
+    cache = (tf.zeros((1, 2, 5, 4)), tf.zeros((1, 2, 5, 4)))  # (batch, heads, length, dim)
     step = tf.function(lambda x, i: layer(x, cache=cache, cache_index=i, use_causal_mask=True)[0])
     graph = step.get_concrete_function(tf.TensorSpec((1, 1, 8)), tf.TensorSpec((), tf.int32)).graph
     op_types = {op.type for op in graph.get_operations()}
     assert not {t for t in op_types if t.startswith("Xla")}, op_types
-    assert "TensorScatterUpdate" in op_types
+    assert "ConcatV2" in op_types

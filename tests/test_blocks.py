@@ -83,6 +83,15 @@ def test_token_embedding_scales_and_ties():
     logits = embedding(states, reverse=True)
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     np.testing.assert_allclose(to_numpy(logits), states @ table.T, rtol=1e-5, atol=1e-5)
+    with embedding.fixed_output_matrix():
+        fixed = embedding(states, reverse=True)
+    assert keras.backend.standardize_dtype(fixed.dtype) == "float32"
+    np.testing.assert_allclose(to_numpy(fixed), states @ table.T, rtol=1e-5, atol=1e-5)
+    # Outside the context the logits follow the weights again.
+    embedding.embeddings.assign(2.0 * table)
+    np.testing.assert_allclose(
+        to_numpy(embedding(states, reverse=True)), states @ (2.0 * table).T, rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.decoding.search_state import (
     NEG_INF,
     compile_search,
@@ -175,7 +176,7 @@ def build_beam_search(
             cache,
         )
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
-            num_steps_run, _, _, finished, finished_scores, _ = ops.while_loop(
+            num_steps_run, _, _, finished, finished_scores, _ = backend.decoding_loop(
                 not_done, step_fn, state
             )
         tokens = finished[:, :num_results, 1:]  # drop BOS

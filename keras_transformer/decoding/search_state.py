@@ -47,7 +47,9 @@ def next_token_log_probs(logits, step, limits, eos_id, banned_ids):
 def start_decoding(model, encoder_outputs, encoder_token_ids, num_steps, use_cache):
     """Decoding state: the key/value cache, or the encoder output for uncached decoding."""
     if use_cache:
-        return model.initialize_cache(encoder_outputs, encoder_token_ids, max_length=num_steps)
+        # A cache that grows starts empty; a fixed buffer holds every step.
+        capacity = 0 if backend.growing_cache() else num_steps
+        return model.initialize_cache(encoder_outputs, encoder_token_ids, max_length=capacity)
     return {
         "encoder_outputs": encoder_outputs,
         "encoder_padding_mask": padding_mask(encoder_token_ids, model.config.pad_id),
@@ -73,7 +75,7 @@ def decode_step(model, tokens, step, state, use_cache):
 
 
 def reorder_state(state, parents):
-    """Follows beams to their parents: rows of the growing self-attention cache.
+    """Follows beams to their parents: rows of the self-attention cache.
 
     Cross-attention keys, the encoder output and its mask are the same for
     every beam of a source, so they stay as they are.

@@ -62,8 +62,9 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: bool. Let query `i` attend only to key positions
             `<= i` (offset by `cache_index` when decoding with a cache).
         cache: optional `(key, value)` tuple of projected keys and values, of
-            shapes (batch, cache_len, num_heads, key_dim) and
-            (batch, cache_len, num_heads, value_dim).
+            shapes (batch, num_heads, cache_len, key_dim) and
+            (batch, num_heads, cache_len, value_dim): heads first, the layout
+            the attention products read without a copy.
             With `cache_index=None` the cache is used as it is and `key_value`
             is ignored: cross-attention keys/values computed once per source
             by `compute_key_value`.
@@ -170,8 +171,8 @@ class MultiHeadAttention(keras.layers.Layer):
     def compute_key_value(self, key_value):
         """Projects `key_value` once, for a static cross-attention cache.
 
-        Returns `(key, value)` of shapes (batch, key_len, num_heads, key_dim)
-        and (batch, key_len, num_heads, value_dim).
+        Returns `(key, value)` of shapes (batch, num_heads, key_len, key_dim)
+        and (batch, num_heads, key_len, value_dim).
         """
         key_heads, value_heads = self._project(key_value, (self.key_dense, self.value_dense))
         return key_heads, value_heads
@@ -195,12 +196,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 # Self-attention: Q, K and V in one matmul.
                 query_heads, key_heads, value_heads = self._project(
                     query, (self.query_dense, self.key_dense, self.value_dense)
-                )  # (batch, len, heads, d_k), twice, and (batch, len, heads, d_v)
+                )  # (batch, heads, len, d_k), twice, and (batch, heads, len, d_v)
             else:
                 (query_heads,) = self._project(query, (self.query_dense,))
                 key_heads, value_heads = self._project(
                     key_value, (self.key_dense, self.value_dense)
-                )  # (batch, k_len, heads, d_k), (batch, k_len, heads, d_v)
+                )  # (batch, heads, k_len, d_k), (batch, heads, k_len, d_v)
             if cache is not None:
                 # Write this step's keys/values into the preallocated buffers:
                 # fixed shapes keep one compiled program for the whole loop.
@@ -214,8 +215,8 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)  # heads axis
         if use_causal_mask:
             causal = causal_attention_mask(
-                ops.shape(query_heads)[1],
-                ops.shape(key_heads)[1],
+                ops.shape(query_heads)[2],
+                ops.shape(key_heads)[2],
                 query_offset=0 if cache_index is None else cache_index,
             )
             mask = merge_masks(mask, causal[None, None])
@@ -296,8 +297,10 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project(self, inputs, denses):
         """Projects `inputs` (batch, length, d_in) through `denses` with one matmul.
 
-        Returns one (batch, length, num_heads, head_dim) tensor per dense;
-        queries come out divided by sqrt(d_k).
+        Returns one (batch, num_heads, length, head_dim) tensor per dense;
+        queries come out divided by sqrt(d_k). Heads come first so that the
+        attention products, and a decoding cache that grows along `length`,
+        need no transposed copy of the keys and values at each step.
         """
         kernel, bias = self._matrices(tuple(denses))
         sizes = [int(np.prod(dense.kernel.shape[1:])) for dense in denses]
@@ -311,19 +314,23 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         leading = ops.shape(inputs)[:-1]  # (batch, length)
         return [
-            ops.reshape(part, (*leading, self.num_heads, size // self.num_heads))
+            ops.transpose(
+                ops.reshape(part, (*leading, self.num_heads, size // self.num_heads)),
+                (0, 2, 1, 3),
+            )
             for part, size in zip(parts, sizes, strict=True)
         ]
 
     def _attend(self, query_heads, key_heads, value_heads, mask, training):
         # `query_heads` are already divided by sqrt(d_k) (see `_matrix`).
-        scores = ops.einsum("bqhk,bthk->bhqt", query_heads, key_heads)  # (batch, h, q, t)
+        scores = ops.einsum("bhqk,bhtk->bhqt", query_heads, key_heads)  # (batch, h, q, t)
         scores = ops.cast(scores, "float32")
         if mask is not None:
             scores = ops.where(mask, scores, MASKED_SCORE)
         weights = ops.softmax(scores, axis=-1)  # float32
         dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
-        context = ops.einsum("bhqt,bthv->bqhv", dropped, value_heads)  # (batch, q, h, d_v)
+        context = ops.matmul(dropped, value_heads)  # (batch, h, q, d_v)
+        context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, h, d_v)
         leading = ops.shape(context)[:2]  # (batch, q)
         context = ops.reshape(context, (*leading, self.num_heads * self.value_dim))
         kernel, bias = self._matrices((self.output_dense,))  # (h * d_v, output_dim)

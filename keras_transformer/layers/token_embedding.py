@@ -1,5 +1,6 @@
 """Token embeddings scaled by sqrt(d_model), reusable as the pre-softmax projection (3.4)."""
 
+import contextlib
 import math
 
 import keras
@@ -69,7 +70,30 @@ class TokenEmbedding(keras.layers.Layer):
         )
         self.built = True
 
+    @contextlib.contextmanager
+    def fixed_output_matrix(self):
+        """Transposes the matrix once, on entry, for the `reverse=True` calls made inside.
+
+        A decoding loop projects to logits at every step. Built inside the
+        loop, TensorFlow's graph multiplies by the transposed matrix at every
+        step, and its CPU matmul runs about half as fast with the second
+        operand transposed. Enter this in the same trace as the loop, before
+        it; the values are the same either way.
+        """
+        if not self.built:
+            raise ValueError("`fixed_output_matrix` needs a built layer: call it once first.")
+        transposed = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
+        # A plain attribute: Keras would track a tensor as layer state.
+        object.__setattr__(self, "_fixed_output", transposed)  # (embedding_dim, vocabulary)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_fixed_output", None)
+
     def call(self, inputs, reverse=False):
+        fixed = getattr(self, "_fixed_output", None)
+        if reverse and fixed is not None and fixed.dtype == inputs.dtype:
+            return ops.cast(ops.matmul(inputs, fixed), "float32")
         if reverse:
             kernel = ops.cast(self.embeddings, inputs.dtype)
             # `kernel_matmul`: a faster embedding gradient on JAX's CPU backend.

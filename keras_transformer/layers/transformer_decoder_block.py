@@ -29,8 +29,8 @@ class TransformerDecoderBlock(ResidualBlock):
         encoder_padding_mask: optional boolean (batch, source_length), `True`
             at real source tokens.
         self_attention_cache: optional `(key, value)` buffers of shapes
-            (batch, max_length, heads, key_dim) and
-            (batch, max_length, heads, value_dim), filled up to `cache_index`.
+            (batch, heads, max_length, key_dim) and
+            (batch, heads, max_length, value_dim), filled up to `cache_index`.
         cross_attention_cache: optional `(key, value)` of the encoder output,
             from `cross_attention.compute_key_value(encoder_sequence)`.
         cache_index: int or scalar int tensor. Position of the first token of

@@ -273,7 +273,8 @@ class Seq2SeqTransformer(keras.Model):
         Args:
             encoder_outputs: (batch, source_length, d_model) from `encode`.
             encoder_token_ids: int (batch, source_length), for the padding mask.
-            max_length: int. Number of target positions the buffers hold.
+            max_length: int. Number of target positions the buffers hold: 0
+                for a cache that grows (`keras_transformer.backend.growing_cache`).
 
         Returns:
             A dict of tensors (every one batch-major, so beam search can
@@ -286,7 +287,7 @@ class Seq2SeqTransformer(keras.Model):
         c = self.config
 
         def buffers(head_dim):
-            shape = (batch_size, max_length, c.num_heads, head_dim)
+            shape = (batch_size, c.num_heads, max_length, head_dim)
             return tuple(ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_blocks)
 
         cross = [
@@ -303,11 +304,12 @@ class Seq2SeqTransformer(keras.Model):
 
     @contextlib.contextmanager
     def fixed_decoder_weights(self):
-        """Decoder attention matrices computed once, for a decoding loop entered inside.
+        """Decoder weight matrices computed once, for a decoding loop entered inside.
 
         `decode` called in a loop applies the same weights at every step; entered
         in the same trace before the loop, this prepares them once instead of at
-        every step (see `MultiHeadAttention.fixed_matrices`). Same values.
+        every step (see `MultiHeadAttention.fixed_matrices` and
+        `TokenEmbedding.fixed_output_matrix`). Same values.
 
         Example:
 
@@ -319,6 +321,8 @@ class Seq2SeqTransformer(keras.Model):
             for block in self.decoder_blocks:
                 stack.enter_context(block.self_attention.fixed_matrices())
                 stack.enter_context(block.cross_attention.fixed_matrices())
+            if self.output_projection is None:  # logits from the shared embedding matrix
+                stack.enter_context(self.target_embedding.fixed_output_matrix())
             yield
 
     def decode(self, decoder_token_ids, cache, index):
