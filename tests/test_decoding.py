@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.decoding import build_beam_search, build_greedy_search, length_penalty
+from keras_transformer.decoding.search_state import cache_stages
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -28,20 +29,29 @@ def sources():
     return ids
 
 
-def test_cached_and_uncached_decoding_give_the_same_tokens(model, sources):
+@pytest.mark.parametrize("max_extra_length", [5, 40])
+def test_cached_and_uncached_decoding_give_the_same_tokens(model, sources, max_extra_length):
     for build, kwargs in (
         (build_greedy_search, {}),
-        (build_beam_search, {"beam_size": 3, "num_results": 3}),
+        (build_beam_search, {"beam_size": 3, "num_results": 3, "return_num_steps": True}),
     ):
         results = [
-            build(model, bos_id=BOS, eos_id=EOS, max_extra_length=5, use_cache=use, **kwargs)(
-                sources
-            )
+            build(
+                model,
+                bos_id=BOS,
+                eos_id=EOS,
+                max_extra_length=max_extra_length,
+                use_cache=use,
+                **kwargs,
+            )(sources)
             for use in (True, False)
         ]
-        (cached_tokens, cached_scores), (plain_tokens, plain_scores) = results
+        (cached_tokens, cached_scores, *steps), (plain_tokens, plain_scores, *_) = results
         np.testing.assert_array_equal(to_numpy(cached_tokens), to_numpy(plain_tokens))
         np.testing.assert_allclose(to_numpy(cached_scores), to_numpy(plain_scores), atol=1e-4)
+        stages = cache_stages(sources.shape[1] + max_extra_length + 1)
+        if steps and len(stages) > 1:  # the beams decoded on into the second stage
+            assert int(to_numpy(steps[0])) > stages[0]
 
 
 def test_beam_size_one_equals_greedy(model, sources):

@@ -2,11 +2,11 @@
 
 from keras import ops
 
-from keras_transformer import backend
 from keras_transformer.decoding.search_state import (
     NEG_INF,
     compile_search,
     decode_step,
+    decoding_loop,
     next_token_log_probs,
     output_limits,
     reorder_state,
@@ -176,8 +176,8 @@ def build_beam_search(
             cache,
         )
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
-            num_steps_run, _, _, finished, finished_scores, _ = backend.decoding_loop(
-                not_done, step_fn, state
+            num_steps_run, _, _, finished, finished_scores, _ = decoding_loop(
+                not_done, step_fn, state, num_steps, use_cache
             )
         tokens = finished[:, :num_results, 1:]  # drop BOS
         scores = finished_scores[:, :num_results]

@@ -2,10 +2,10 @@
 
 from keras import ops
 
-from keras_transformer import backend
 from keras_transformer.decoding.search_state import (
     compile_search,
     decode_step,
+    decoding_loop,
     next_token_log_probs,
     output_limits,
     start_decoding,
@@ -66,7 +66,7 @@ def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache
 
         state = (ops.convert_to_tensor(0, "int32"), tokens, done, scores, cache)
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
-            _, tokens, _, scores, _ = backend.decoding_loop(not_done, step_fn, state)
+            _, tokens, _, scores, _ = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
         tokens = tokens[:, 1:]
         ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
         return ops.where(ended, pad_id, tokens), scores

@@ -8,6 +8,10 @@ from keras_transformer.layers.masks import padding_mask
 # Finite stand-in for -inf: sums and divisions of it stay finite, so no NaN appears.
 NEG_INF = -1.0e9
 
+# The entries of `Seq2SeqTransformer.initialize_cache` that grow with each step, one
+# (batch, heads, length, dim) tensor per decoder block.
+GROWING = ("self_key", "self_value")
+
 
 def output_limits(encoder_token_ids, pad_id, max_extra_length):
     """Maximum number of output tokens per row (EOS not counted): source length + extra.
@@ -47,8 +51,8 @@ def next_token_log_probs(logits, step, limits, eos_id, banned_ids):
 def start_decoding(model, encoder_outputs, encoder_token_ids, num_steps, use_cache):
     """Decoding state: the key/value cache, or the encoder output for uncached decoding."""
     if use_cache:
-        # A cache that grows starts empty; a fixed buffer holds every step.
-        capacity = 0 if backend.growing_cache() else num_steps
+        # A cache that grows starts empty; fixed buffers start at the first stage's length.
+        capacity = 0 if backend.growing_cache() else cache_stages(num_steps)[0]
         return model.initialize_cache(encoder_outputs, encoder_token_ids, max_length=capacity)
     return {
         "encoder_outputs": encoder_outputs,
@@ -74,15 +78,56 @@ def decode_step(model, tokens, step, state, use_cache):
     return ops.take(logits, step, axis=1), state
 
 
+def cache_stages(num_steps):
+    """Lengths of the fixed self-attention buffers, one loop each (JAX).
+
+    A compiled loop keeps its shapes, so where the cache cannot grow
+    (`keras_transformer.backend.growing_cache`) its buffers get a fixed
+    length: first about half the steps (rounded up to a multiple of 8, at
+    least 16), then all of them for the rows still decoding. Reordering
+    beams and attending copy and read the whole buffer at every step, so the
+    first half of the steps pays for half the buffer; two stages compile the
+    loop body twice, no more.
+    """
+    first = max(16, -(-num_steps // 16) * 8)
+    return (num_steps,) if first >= num_steps else (first, num_steps)
+
+
+def decoding_loop(not_done, step_fn, state, num_steps, use_cache):
+    """`while not_done(*state): state = step_fn(*state)`, in the cache's stages.
+
+    `state` starts with the step number and ends with the decoding state of
+    `start_decoding`. Between stages (`cache_stages`) the self-attention
+    buffers are extended with empty positions.
+
+    Returns:
+        The final state.
+    """
+    stages = cache_stages(num_steps) if use_cache and not backend.growing_cache() else ()
+    for capacity in stages[:-1]:
+
+        def within_stage(step, *rest, capacity=capacity):
+            return ops.logical_and(step < capacity, not_done(step, *rest))
+
+        state = backend.decoding_loop(within_stage, step_fn, state)
+        cache = state[-1]
+        padding = [[0, 0], [0, 0], [0, stages[-1] - capacity], [0, 0]]  # on the length axis
+        grown = {
+            name: tuple(ops.pad(t, padding) for t in value) if name in GROWING else value
+            for name, value in cache.items()
+        }
+        state = (*state[:-1], grown)
+    return backend.decoding_loop(not_done, step_fn, state)
+
+
 def reorder_state(state, parents):
     """Follows beams to their parents: rows of the self-attention cache.
 
     Cross-attention keys, the encoder output and its mask are the same for
     every beam of a source, so they stay as they are.
     """
-    growing = ("self_key", "self_value")
     return {
-        name: tuple(ops.take(t, parents, axis=0) for t in value) if name in growing else value
+        name: tuple(ops.take(t, parents, axis=0) for t in value) if name in GROWING else value
         for name, value in state.items()
     }
 
