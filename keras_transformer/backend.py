@@ -266,7 +266,8 @@ def growing_cache():
     far, so a step copies what it needs and no more. A graph's `while` loop
     lets a tensor's length change (`decoding_loop`); torch decodes eagerly.
     JAX compiles a loop for fixed shapes, so there the cache is a buffer of
-    the final length, written in place (`update_cache`).
+    fixed length written in place (`update_cache`), which a search fills in
+    stages (`keras_transformer.decoding.search_state.cache_stages`).
     """
     return keras.backend.backend() != "jax"
 

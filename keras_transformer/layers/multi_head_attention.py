@@ -203,8 +203,8 @@ class MultiHeadAttention(keras.layers.Layer):
                     key_value, (self.key_dense, self.value_dense)
                 )  # (batch, heads, k_len, d_k), (batch, heads, k_len, d_v)
             if cache is not None:
-                # Write this step's keys/values into the preallocated buffers:
-                # fixed shapes keep one compiled program for the whole loop.
+                # Append this step's keys/values to the cache, or write them into a
+                # fixed buffer where the compiler needs fixed shapes (JAX).
                 key_cache, value_cache = cache
                 key_heads = backend.update_cache(key_cache, key_heads, cache_index)
                 value_heads = backend.update_cache(value_cache, value_heads, cache_index)
