@@ -14,7 +14,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import BACKEND_INDEPENDENT
+from conftest import BACKEND_INDEPENDENT, only_under
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.text import write_synthetic_corpus
@@ -176,6 +176,19 @@ def test_decoding_speed_runs(data_dir):
     # returns the cached search's tokens (and scores up to rounding). No speed is asserted.
     assert re.search(r"^cached == uncached: same tokens in all 2 sentences", output, re.M), output
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
+
+
+@only_under("jax", "cache stages exist on JAX only")
+def test_cache_stages_runs():
+    output = run_benchmark(
+        "cache_stages", "--num-layers", "1", "--d-model", "16", "--num-heads", "2",
+        "--intermediate-dim", "32", "--vocabulary-size", "50", "--batch-size", "4",
+        "--max-extra-length", "20", "--repeats", "1",
+    )  # fmt: skip
+    # The second computation path: the script exits non-zero unless both searches give the
+    # same tokens and scores. No speed is asserted.
+    assert re.search(r"^same tokens and scores in both searches$", output, re.M), output
+    assert re.search(r"^two stages / one stage time: [\d.]+x$", output, re.M), output
 
 
 @BACKEND_INDEPENDENT
