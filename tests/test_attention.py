@@ -83,6 +83,30 @@ def test_static_cache_equals_recomputing_keys_and_values():
     np.testing.assert_allclose(to_numpy(cached), to_numpy(direct), atol=1e-6)
 
 
+def test_static_cache_shared_by_consecutive_query_rows_matches_the_reference():
+    # Beam search's cross-attention: 3 beams per source read one cache row.
+    rng = np.random.default_rng(5)
+    beams, query_len = 3, 2
+    query = rng.normal(size=(2 * beams, query_len, 8)).astype("float32")
+    memory = rng.normal(size=(2, 5, 8)).astype("float32")
+    mask = np.ones((2, 1, 5), bool)
+    mask[1, :, 3:] = False
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, use_bias=True)
+    layer.build(query.shape, memory.shape)
+    output, weights = layer(
+        query,
+        cache=layer.compute_key_value(memory),
+        attention_mask=mask,
+        return_attention_scores=True,
+    )
+    tiled = np.repeat(memory, beams, axis=0)  # row i * beams + j holds source i
+    tiled_mask = np.broadcast_to(np.repeat(mask, beams, axis=0), (2 * beams, query_len, 5))
+    expected, expected_weights = numpy_attention(layer, query, tiled, tiled_mask)
+    assert tuple(output.shape) == (2 * beams, query_len, 8)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-6)
+
+
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_masks_are_safe_in_low_precision(policy):
     # Relative to the output's scale: about 5 roundings to the compute dtype (inputs,

@@ -124,7 +124,7 @@ class ScriptedModel:
     def encode(self, token_ids):
         return ops.zeros((ops.shape(token_ids)[0], ops.shape(token_ids)[1], 1))
 
-    def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length):
+    def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length, rows_per_source=1):
         return {"encoder_padding_mask": encoder_token_ids != PAD}
 
     def fixed_decoder_weights(self):

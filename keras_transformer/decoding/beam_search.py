@@ -112,10 +112,11 @@ def build_beam_search(
         limits = output_limits(encoder_token_ids, pad_id, max_extra_length)  # (batch,)
         beam_limits = ops.repeat(limits, k, axis=0)  # (batch * k,)
 
-        # Encode each source once, then give every beam its copy.
-        encoder_outputs = ops.repeat(model.encode(encoder_token_ids), k, axis=0)
-        source = ops.repeat(encoder_token_ids, k, axis=0)  # (batch * k, source_length)
-        cache = start_decoding(model, encoder_outputs, source, num_steps, use_cache)
+        # Each source is encoded once; its k beams read the same cross-attention keys.
+        encoder_outputs = model.encode(encoder_token_ids)
+        cache = start_decoding(
+            model, encoder_outputs, encoder_token_ids, num_steps, use_cache, rows_per_source=k
+        )
         # Only beam 0 is live at the start; the others would duplicate it.
         alive_log_probs = ops.tile(
             ops.convert_to_tensor([[0.0] + [NEG_INF] * (k - 1)], "float32"), (batch_size, 1)

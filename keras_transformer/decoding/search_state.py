@@ -48,12 +48,21 @@ def next_token_log_probs(logits, step, limits, eos_id, banned_ids):
     return ops.where(at_limit, only_eos[None, :], log_probs)
 
 
-def start_decoding(model, encoder_outputs, encoder_token_ids, num_steps, use_cache):
-    """Decoding state: the key/value cache, or the encoder output for uncached decoding."""
+def start_decoding(
+    model, encoder_outputs, encoder_token_ids, num_steps, use_cache, rows_per_source=1
+):
+    """Decoding state: the key/value cache, or the encoder output for uncached decoding.
+
+    `rows_per_source` target rows (beams) follow each source row, consecutively.
+    """
     if use_cache:
         # A cache that grows starts empty; fixed buffers start at the first stage's length.
         capacity = 0 if backend.growing_cache() else cache_stages(num_steps)[0]
-        return model.initialize_cache(encoder_outputs, encoder_token_ids, max_length=capacity)
+        return model.initialize_cache(
+            encoder_outputs, encoder_token_ids, max_length=capacity, rows_per_source=rows_per_source
+        )
+    encoder_outputs = ops.repeat(encoder_outputs, rows_per_source, axis=0)
+    encoder_token_ids = ops.repeat(encoder_token_ids, rows_per_source, axis=0)
     return {
         "encoder_outputs": encoder_outputs,
         "encoder_padding_mask": padding_mask(encoder_token_ids, model.config.pad_id),

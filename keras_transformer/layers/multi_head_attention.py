@@ -67,7 +67,10 @@ class MultiHeadAttention(keras.layers.Layer):
             the attention products read without a copy.
             With `cache_index=None` the cache is used as it is and `key_value`
             is ignored: cross-attention keys/values computed once per source
-            by `compute_key_value`.
+            by `compute_key_value`. Such a cache may have fewer rows than
+            `query`, `batch / g`: then query rows `i * g ... i * g + g - 1`
+            (the beams of source `i`) all attend to cache row `i`, and
+            `attention_mask` has the cache's rows.
             With an integer `cache_index` (may be a scalar tensor) this is a
             self-attention cache that grows one step at a time: the keys and
             values of `query` are written at positions `cache_index, ...` and
@@ -188,9 +191,16 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        query_rows = None
         if cache is not None and cache_index is None:
-            (query_heads,) = self._project(query, (self.query_dense,))
             key_heads, value_heads = cache  # static (cross-attention) cache
+            # The cache may hold one row per source for `g` consecutive query rows
+            # (the beams of that source): each source's beams are attended to as
+            # g * query_len queries of one row, so its keys and values are read
+            # once per step instead of once per beam.
+            query_rows = ops.shape(query)[:2]  # (batch, query_len)
+            query = ops.reshape(query, (ops.shape(key_heads)[0], -1, ops.shape(query)[-1]))
+            (query_heads,) = self._project(query, (self.query_dense,))
         else:
             if key_value is None:
                 # Self-attention: Q, K and V in one matmul.
@@ -222,12 +232,23 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = merge_masks(mask, causal[None, None])
 
         outputs, weights = self._attend(query_heads, key_heads, value_heads, mask, training)
+        if query_rows is not None:
+            outputs = ops.reshape(outputs, (*query_rows, ops.shape(outputs)[-1]))
+            if return_attention_scores:
+                weights = self._ungroup_weights(weights, query_rows)
         results = (outputs,)
         if cache is not None and cache_index is not None:
             results += (cache,)
         if return_attention_scores:
             results += (weights,)
         return results[0] if len(results) == 1 else results
+
+    def _ungroup_weights(self, weights, query_rows):
+        """(sources, h, g * q, t) weights of grouped queries -> (sources * g, h, q, t)."""
+        sources, _, _, key_len = ops.shape(weights)
+        grouped = ops.reshape(weights, (sources, self.num_heads, -1, query_rows[1], key_len))
+        grouped = ops.transpose(grouped, (0, 2, 1, 3, 4))  # (sources, g, h, q, t)
+        return ops.reshape(grouped, (query_rows[0], self.num_heads, query_rows[1], key_len))
 
     def _matrix(self, dense):
         """The kernel of `dense` as a matrix and its bias as a vector, in the compute dtype.

@@ -32,7 +32,9 @@ class TransformerDecoderBlock(ResidualBlock):
             (batch, heads, max_length, key_dim) and
             (batch, heads, max_length, value_dim), filled up to `cache_index`.
         cross_attention_cache: optional `(key, value)` of the encoder output,
-            from `cross_attention.compute_key_value(encoder_sequence)`.
+            from `cross_attention.compute_key_value(encoder_sequence)`. It
+            (and `encoder_padding_mask`) may have one row per `g` consecutive
+            rows of `sequence`, the beams of one source.
         cache_index: int or scalar int tensor. Position of the first token of
             `sequence`; required with `self_attention_cache`.
         return_attention_scores: bool. Also return a dict with the

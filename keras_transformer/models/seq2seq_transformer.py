@@ -265,7 +265,7 @@ class Seq2SeqTransformer(keras.Model):
         logits = self._logits(sequence)
         return (logits, scores) if return_attention_scores else logits
 
-    def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length):
+    def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length, rows_per_source=1):
         """Decoding state for `decode`: empty self-attention buffers, cross-attention keys.
 
         Cross-attention keys and values are projected here, once per source.
@@ -275,15 +275,20 @@ class Seq2SeqTransformer(keras.Model):
             encoder_token_ids: int (batch, source_length), for the padding mask.
             max_length: int. Number of target positions the buffers hold: 0
                 for a cache that grows (`keras_transformer.backend.growing_cache`).
+            rows_per_source: int. Target rows decoded per source (the beam
+                size): `decode` then takes batch * rows_per_source rows, those
+                of source `i` consecutive, and every row of a source reads its
+                one copy of the cross-attention keys and values.
 
         Returns:
-            A dict of tensors (every one batch-major, so beam search can
-            reorder it with `ops.take(..., axis=0)`): `"self_key"`,
-            `"self_value"`, `"cross_key"`, `"cross_value"` (tuples, one entry
-            per decoder block) and `"encoder_padding_mask"`.
+            A dict of tensors: `"self_key"`, `"self_value"` (tuples, one
+            (batch * rows_per_source, heads, max_length, head_dim) entry per
+            decoder block: beam search reorders their rows), `"cross_key"`,
+            `"cross_value"` (tuples of (batch, heads, source_length, head_dim))
+            and `"encoder_padding_mask"` (batch, source_length).
         """
         self._ensure_built()
-        batch_size = ops.shape(encoder_outputs)[0]
+        batch_size = ops.shape(encoder_outputs)[0] * rows_per_source
         c = self.config
 
         def buffers(head_dim):
