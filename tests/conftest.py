@@ -1,3 +1,4 @@
+import math
 import os
 from collections import Counter
 
@@ -8,6 +9,7 @@ from collections import Counter
 os.environ.setdefault("CT2_USE_MKL", "1")
 
 import keras
+import numpy as np
 import pytest
 
 from keras_transformer import TransformerConfig, backend
@@ -112,3 +114,22 @@ def random_token_ids(rng, batch, length, vocabulary_size, min_length=1, pad_id=0
 
 def to_numpy(x):
     return keras.ops.convert_to_numpy(x)
+
+
+def numpy_perplexity(model, batches):
+    """Dev perplexity in float64 NumPy from the model's logits: the reference for
+    `evaluation.perplexity`.
+
+    The logits come from Keras' compiled `predict_on_batch`, one program per batch
+    shape: run op by op, JAX compiles every operation for every shape.
+    """
+    pad_id = model.config.pad_id
+    total, count = 0.0, 0
+    for inputs, labels in batches:
+        logits = to_numpy(model.predict_on_batch(inputs)).astype("float64")
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        label_log_probs = np.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+        total -= label_log_probs[labels != pad_id].sum()
+        count += int((labels != pad_id).sum())
+    return math.exp(total / count)

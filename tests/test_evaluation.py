@@ -11,7 +11,7 @@ import pytest
 import sacrebleu
 import sacremoses
 import tensorflow as tf
-from conftest import BACKEND_INDEPENDENT, random_token_ids, to_numpy
+from conftest import BACKEND_INDEPENDENT, numpy_perplexity, random_token_ids
 
 from keras_transformer import Seq2SeqTransformer
 from keras_transformer.evaluation import (
@@ -316,18 +316,6 @@ def perplexity_batches(config, rng, num_batches=3):
         labels[0] = 0  # an all-padding row, as bucketed batches have
         batches.append((inputs, labels))
     return batches
-
-
-def numpy_perplexity(model, batches):
-    total, count = 0.0, 0
-    for inputs, labels in batches:
-        logits = to_numpy(model(inputs)).astype("float64")
-        shifted = logits - logits.max(axis=-1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        label_log_probs = np.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
-        total -= label_log_probs[labels != 0].sum()
-        count += int((labels != 0).sum())
-    return math.exp(total / count)
 
 
 def test_perplexity_matches_numpy(tiny_config):

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 import sacrebleu
-from conftest import small_config, to_numpy
+from conftest import numpy_perplexity, small_config, to_numpy
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.checkpoints import (
@@ -18,7 +18,7 @@ from keras_transformer.checkpoints import (
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
-from keras_transformer.evaluation import ValidationCallback, perplexity
+from keras_transformer.evaluation import ValidationCallback
 from keras_transformer.text import ParallelCorpus, generate_synthetic_pairs, train_vocabulary
 
 VOCABULARY = 120
@@ -89,7 +89,7 @@ def test_metrics_equal_an_independent_computation_and_search_is_traced_once(
             break
     assert 0 < expected_bleu < 100
     batches = valid_batches(tokenizer, english, german)
-    expected_perplexity = perplexity(model, batches)
+    expected_perplexity = numpy_perplexity(model, batches.as_numpy_iterator())
 
     traces = []
     encode = model.encode
@@ -166,6 +166,34 @@ def checkpoint_weights(model, path):
     copy = compiled_model()
     restore_training_state(copy, path)
     return [to_numpy(w) for w in copy.weights]
+
+
+def test_final_checkpoint_off_the_period_is_validated_and_logged(data, tmp_path):
+    # The recipes' order: validation before the checkpoint, which validates after each save.
+    # Training ends at step 3, between checkpoints every 2 steps: the checkpoint saves step 3
+    # in its on_train_end, after the validation callback's has closed its TensorBoard writer.
+    import tensorflow as tf
+
+    tokenizer, english, german = data
+    directory = tmp_path / "checkpoints"
+    checkpoint = PeriodicCheckpoint(
+        directory, every_steps=2, every_minutes=None, keep=2, average_last=None
+    )
+    validation = ValidationCallback(
+        None, ["a"], ["a"], None, log_dir=tmp_path, best_dir=directory, best_metric="bleu"
+    )
+    checkpoint.after_save = validation.validate
+    fake_metrics(validation, [10.0, 20.0])
+    fit(compiled_model(), train_arrays(tokenizer, english, german, 20), 3, [validation, checkpoint])
+    assert "ckpt-00000003.weights.h5" in os.listdir(directory)
+    rows = read_rows(tmp_path / ValidationCallback.CSV_NAME)
+    assert [(r["step"], r["bleu"]) for r in rows] == [("2", "10.0"), ("3", "20.0")]
+    logged = {}
+    for path in (tmp_path / "validation").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                logged[(event.step, value.tag)] = float(tf.make_ndarray(value.tensor))
+    assert logged == {(2, "bleu"): 10.0, (3, "bleu"): 20.0}
 
 
 def test_best_checkpoint_survives_rotation_and_resume(data, tmp_path):

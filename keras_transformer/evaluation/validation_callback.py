@@ -306,11 +306,18 @@ class ValidationCallback(keras.callbacks.Callback):
         append_log_row(os.path.join(self.log_dir, self.CSV_NAME), self.COLUMNS, row)
         import tensorflow as tf
 
-        with self._writer.as_default(step=row["step"]):
+        # A validation after `on_train_end` closed the writer (the final checkpoint's,
+        # saved by a callback that ends after this one) writes through a writer of its own.
+        writer = self._writer or tf.summary.create_file_writer(
+            os.path.join(self.log_dir, "validation")
+        )
+        with writer.as_default(step=row["step"]):
             for name in ("loss", "perplexity", "bleu"):
                 if row[name] is not None:
                     tf.summary.scalar(name, row[name])
-        self._writer.flush()
+        writer.flush()
+        if writer is not self._writer:
+            writer.close()
 
     def _print(self, line):
         if not self.verbose:
