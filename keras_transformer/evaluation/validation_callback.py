@@ -158,10 +158,14 @@ class ValidationCallback(keras.callbacks.Callback):
         self.stopped = False
         self._restore_best(self._counter.step)
         if self.log_dir is not None:
-            import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
-
             os.makedirs(self.log_dir, exist_ok=True)
-            self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "validation"))
+            self._writer = self._create_writer()
+
+    def _create_writer(self):
+        """TensorBoard's writer for `log_dir/validation` (TF is installed with either backend)."""
+        import tensorflow as tf
+
+        return tf.summary.create_file_writer(os.path.join(self.log_dir, "validation"))
 
     def _restore_best(self, step):
         """The best value and the count since it, from `best.weights.h5` and the CSV."""
@@ -308,9 +312,7 @@ class ValidationCallback(keras.callbacks.Callback):
 
         # A validation after `on_train_end` closed the writer (the final checkpoint's,
         # saved by a callback that ends after this one) writes through a writer of its own.
-        writer = self._writer or tf.summary.create_file_writer(
-            os.path.join(self.log_dir, "validation")
-        )
+        writer = self._writer or self._create_writer()
         with writer.as_default(step=row["step"]):
             for name in ("loss", "perplexity", "bleu"):
                 if row[name] is not None:
