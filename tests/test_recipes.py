@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -186,6 +187,37 @@ def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_
     assert result.returncode == 2
     one_error_line(result, "started with token_budget=512; this command asks for token_budget=256")
     assert sorted(os.listdir(output / "checkpoints")) == before
+
+
+@BACKEND_INDEPENDENT
+def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_files, tmp_path):
+    finished, *_ = wmt_run
+    output = tmp_path / "wmt14_base"
+    shutil.copytree(finished, output)
+
+    def resume(*arguments):
+        result = run_recipe(
+            "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+            "--max-steps", "37", "--vocabulary-size", "300", "--token-budget", "512",
+            "--checkpoint-every-steps", "10", *SMALL_MODEL, "--valid-split", "valid",
+            "--pipeline-override", "bucket_growth=1.3", "--no-export", *arguments,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    # 36 batches per epoch: 37 ends inside the second epoch, where `fit` would start again.
+    resume()
+    log_before = (output / "train_log.csv").read_text()
+    checkpoints_before = sorted(os.listdir(output / "checkpoints"))
+    assert "ckpt-00000037.weights.h5" in checkpoints_before
+    result = resume("--select-on-valid", "--select-metric", "bleu")
+    # No update 38: fit would have trained one batch and saved it at the end.
+    assert sorted(os.listdir(output / "checkpoints")) == checkpoints_before
+    assert (output / "train_log.csv").read_text() == log_before
+    assert "Nothing left to train: the run is at step 37 of 37." in result.stderr
+    # Selection by BLEU translates through the validation callback, which fit never ran.
+    selection = [line for line in result.stdout.splitlines() if line.startswith("valid: selected")]
+    assert len(selection) == 1 and "higher is better" in selection[0], result.stdout
 
 
 @pytest.mark.slow

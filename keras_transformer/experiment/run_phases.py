@@ -187,6 +187,15 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
     if config.verbose:
         print(train.summary, file=sys.stderr)
     train_steps = steps_to_train(config, preset)
+    if start >= train_steps:
+        # `fit` would train one batch of its last epoch before any callback could stop it.
+        message = f"Nothing left to train: the run is at step {start} of {train_steps}."
+        logger.info(message)
+        if config.verbose:
+            print(message, file=sys.stderr)
+        if validation is not None:
+            validation.set_model(model)  # as `fit` would: selection on valid measures through it
+        return str(train.summary)
     total_batches = train_steps * config.accumulation_steps
     steps_per_epoch = min(train.steps_per_epoch, total_batches)
     epochs = math.ceil(total_batches / steps_per_epoch)
