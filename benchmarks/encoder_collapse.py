@@ -43,6 +43,9 @@ from keras_transformer.models import get_preset
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer, train_vocabulary
 
 MULTI30K = load_recipe("multi30k")
+# Every variant starts from the recipe's model with Keras' attention initialization, the
+# package's default: `fused-qkv-init` is fairseq's, which the recipe now uses.
+BASE_OVERRIDES = {**MULTI30K.model_overrides, "attention_initializer": "glorot_uniform"}
 
 # Training sentences whose encoder outputs and attention are inspected.
 PROBE_SENTENCES = 8
@@ -146,7 +149,7 @@ def run_variant(args, name, tokenizer, train_for, valid, probes):
     normalize_first, model_changes, optimizer_changes, budget = variant_settings(name)
     train = train_for(budget or MULTI30K.token_budget)
     keras.utils.set_random_seed(args.seed)
-    overrides = {**MULTI30K.model_overrides, **model_changes, "normalize_first": normalize_first}
+    overrides = {**BASE_OVERRIDES, **model_changes, "normalize_first": normalize_first}
     config = get_preset(MULTI30K.preset).config(tokenizer.vocabulary_size(), **overrides)
     model = Seq2SeqTransformer(config)
     model.compile(
