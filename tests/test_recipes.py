@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -191,9 +192,12 @@ def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_
 
 @BACKEND_INDEPENDENT
 def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_files, tmp_path):
-    finished, *_ = wmt_run
+    finished, stdout, _ = wmt_run
     output = tmp_path / "wmt14_base"
     shutil.copytree(finished, output)
+    # The run's last step must fall inside an epoch, where `fit` would start one more.
+    batches_per_epoch = int(re.search(r"(\d+) batches", stdout).group(1))
+    assert batches_per_epoch < 37 and 37 % batches_per_epoch, batches_per_epoch
 
     def resume(*arguments):
         result = run_recipe(
@@ -205,7 +209,6 @@ def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_f
         assert result.returncode == 0, result.stderr[-3000:]
         return result
 
-    # 36 batches per epoch: 37 ends inside the second epoch, where `fit` would start again.
     resume()
     log_before = (output / "train_log.csv").read_text()
     checkpoints_before = sorted(os.listdir(output / "checkpoints"))
