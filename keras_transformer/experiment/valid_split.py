@@ -157,7 +157,8 @@ def _perplexity_score(valid, model, validation):
     a one-layer model's first pass over 5 shapes). The validation callback's
     program, when there is one, has compiled those shapes already.
     """
-    # The callback measures the model `fit` gave it (none when training had nothing left).
+    # The callback measures the model it was given (by `fit`, or by `training` when nothing
+    # was left to train), which must be the one scored here.
     if validation is not None and validation.batches is not None and validation.model is model:
         return lambda _: validation.compute_metrics(bleu=False)["perplexity"]
     _, batches = valid
