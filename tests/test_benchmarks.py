@@ -222,6 +222,40 @@ def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     assert re.search(r"same output tokens \(ours, ctranslate2 float32\): \d+ of 8", output)
 
 
+@only_under("tensorflow", "times the current backend's Translator; one backend is enough")
+def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path):
+    pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
+    from keras_transformer.export import save_translation_model
+    from keras_transformer.text import train_vocabulary
+
+    with open(os.path.join(data_dir, "train.en"), encoding="utf-8") as file:
+        english = file.read().splitlines()
+    tokenizer = train_vocabulary(english[:500], vocabulary_size=200)
+    model = Seq2SeqTransformer(TransformerConfig(vocabulary_size=200, num_layers=1, d_model=32,
+                                                 num_heads=2, intermediate_dim=64))  # fmt: skip
+    save_translation_model(model, tokenizer, tmp_path / "model.keras")
+    (tmp_path / "input.en").write_text("\n".join(english[:6]) + "\n", encoding="utf-8")
+    (tmp_path / "references.de").write_text("\n".join(english[6:12]) + "\n", encoding="utf-8")
+    (tmp_path / "short.de").write_text("\n".join(english[6:11]) + "\n", encoding="utf-8")
+    output = run_benchmark(
+        "translate_speed", "--model", str(tmp_path), "--input", str(tmp_path / "input.en"),
+        "--max-extra-length", "3", "--batch-size", "4", "--repeats", "1",
+        "--references", str(tmp_path / "references.de"),
+    )  # fmt: skip
+    assert re.search(r"^backend=tensorflow .* sentences=6 beam=4 alpha=0.6 batch=4 ", output, re.M)
+    for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8"):
+        pattern = rf"^ *{decoder}: +[\d.]+ sentences/s .* of 6; sacreBLEU [\d.]+$"
+        assert re.search(pattern, output, re.M), output
+    # A file of the wrong length is named, before any model is loaded.
+    command = [sys.executable, os.path.join(BENCHMARKS, "translate_speed.py"), "--model",
+               str(tmp_path), "--input", str(tmp_path / "input.en"), "--references",
+               str(tmp_path / "short.de")]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": ROOT})  # fmt: skip
+    assert result.returncode == 1
+    assert "short.de has 5 lines, --input" in result.stderr and "input.en 6" in result.stderr
+
+
 @BACKEND_INDEPENDENT
 def test_encoder_collapse_variants_combine_fairseqs_settings():
     collapse = load_benchmark("encoder_collapse")

@@ -1,0 +1,153 @@
+"""A trained model's translation speed against CTranslate2's, on the same sentences in one run.
+
+Translates a file with a run's model twice: through `Translator` on the current Keras backend
+(what `keras-transformer translate` runs), and through CTranslate2 on the same weights
+(exported with `export_ctranslate2` into a temporary directory, loaded as float32 and as
+int8). Same beam, alpha (CTranslate2's `length_penalty`, which is length ** alpha instead of
+the GNMT penalty), output limit (source length + `--max-extra-length`) and batches of
+`--batch-size` sentences sorted by length. Unlike decoding_speed.py's untrained models, the
+outputs end where the model ends them, so the figures include each decoder's handling of
+hypotheses and sentences that finish early. Each decoder translates the file once untimed
+(compilation, warm-up), then `--repeats` times; the best pass counts. Prints sentences/s,
+the ratio to ours, how many translations equal ours, and sacreBLEU when `--references` is
+given. CTranslate2's OpenMP threads slow down many times over when another process uses the
+cores: measure on a quiet machine.
+
+    OMP_WAIT_POLICY=PASSIVE CT2_USE_MKL=1 python benchmarks/translate_speed.py \\
+        --model runs/multi30k --input ../shared/data/multi30k/test_2016_flickr.en \\
+        --references ../shared/data/multi30k/test_2016_flickr.de
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+# CTranslate2's OpenMP threads spin while waiting unless told otherwise; read at its import.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="A .keras model file or a run directory.")
+    parser.add_argument("--input", required=True, help="Source sentences, one per line.")
+    parser.add_argument("--references", help="Reference translations for sacreBLEU (optional).")
+    parser.add_argument("--beam-size", type=int, default=4, help="Beam size (paper: 4).")
+    parser.add_argument("--alpha", type=float, default=0.6, help="Length penalty (paper: 0.6).")
+    parser.add_argument(
+        "--max-extra-length", type=int, default=50, help="Output tokens beyond the source's."
+    )
+    parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
+    parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads.")
+    parser.add_argument("--repeats", type=int, default=2, help="Timed passes per decoder.")
+    return parser.parse_args()
+
+
+def read_lines(path, argument):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.read().splitlines()
+    except OSError as error:
+        sys.exit(f"error: {argument} {path}: {error.strerror}")
+
+
+def best_time(function, repeats):
+    """Runs `function` once untimed, then `repeats` times; returns (best seconds, last output)."""
+    output = function()
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        output = function()
+        timings.append(time.perf_counter() - start)
+    return min(timings), output
+
+
+def main():
+    args = parse_args()
+    sources = read_lines(args.input, "--input")
+    references = read_lines(args.references, "--references") if args.references else None
+    if references is not None and len(references) != len(sources):
+        sys.exit(
+            f"error: --references {args.references} has {len(references)} lines, "
+            f"--input {args.input} {len(sources)}"
+        )
+    import keras
+    import sacrebleu
+    import sentencepiece as spm
+
+    from keras_transformer.decoding import Translator
+    from keras_transformer.export import export_ctranslate2
+    from keras_transformer.export.ctranslate2_export import import_ctranslate2
+    from keras_transformer.export.load_translation_model import load_translation_model
+    from keras_transformer.utils.run_directory import resolve_model_file
+
+    ctranslate2 = import_ctranslate2()
+    try:
+        model_file = resolve_model_file(args.model, "translate_speed")
+    except ValueError as error:
+        sys.exit(f"error: --model {error}")
+    model, tokenizer = load_translation_model(model_file)
+    print(
+        f"backend={keras.backend.backend()} ctranslate2={ctranslate2.__version__} "
+        f"sentences={len(sources)} beam={args.beam_size} alpha={args.alpha} "
+        f"batch={args.batch_size} ctranslate2 intra_threads={args.threads} "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')} "
+        f"CT2_USE_MKL={os.environ.get('CT2_USE_MKL')}"
+    )
+    translator = Translator(
+        model,
+        tokenizer,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        max_extra_length=args.max_extra_length,
+        batch_size=args.batch_size,
+    )
+    seconds, outputs = {}, {}
+    seconds["ours"], outputs["ours"] = best_time(
+        lambda: translator.translate(sources, verbose=0), args.repeats
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        path = export_ctranslate2(model, tokenizer, os.path.join(directory, "model"))
+        processor = spm.SentencePieceProcessor(model_file=os.path.join(path, "vocabulary.model"))
+        # Pieces without EOS: the export sets `add_source_eos`, CTranslate2 appends it.
+        pieces = [processor.encode(sentence, out_type=str) for sentence in sources]
+        order = sorted(range(len(pieces)), key=lambda index: len(pieces[index]))
+        batches = [order[i : i + args.batch_size] for i in range(0, len(order), args.batch_size)]
+        for compute_type in ("float32", "int8"):
+            engine = ctranslate2.Translator(
+                path, device="cpu", compute_type=compute_type, intra_threads=args.threads
+            )
+
+            def run(engine=engine):
+                translations = [""] * len(sources)
+                for rows in batches:
+                    # Ours stops at source length (EOS included) + max_extra_length tokens.
+                    limit = max(len(pieces[row]) for row in rows) + 1 + args.max_extra_length
+                    results = engine.translate_batch(
+                        [pieces[row] for row in rows],
+                        beam_size=args.beam_size,
+                        length_penalty=args.alpha,
+                        min_decoding_length=0,
+                        max_decoding_length=limit,
+                    )
+                    for row, result in zip(rows, results, strict=True):
+                        translations[row] = processor.decode(result.hypotheses[0])
+                return translations
+
+            name = f"ctranslate2 {compute_type}"
+            seconds[name], outputs[name] = best_time(run, args.repeats)
+    for name, value in seconds.items():
+        same = sum(a == b for a, b in zip(outputs[name], outputs["ours"], strict=True))
+        line = (
+            f"{name:>19}: {len(sources) / value:8.2f} sentences/s ({value:.2f}s; "
+            f"{seconds['ours'] / value:.2f}x ours); same translation as ours: "
+            f"{same} of {len(sources)}"
+        )
+        if references is not None:
+            line += f"; sacreBLEU {sacrebleu.corpus_bleu(outputs[name], [references]).score:.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
