@@ -8,6 +8,16 @@ from collections import Counter
 # (docs/serving.md). The int8 test checks the export, so it runs on MKL's kernels.
 os.environ.setdefault("CT2_USE_MKL", "1")
 
+# Under pytest-xdist (`.ci/run` starts two test processes on CI's two cores) each process
+# computes on one thread. Two processes that each start a thread per core oversubscribe the
+# cores, and spinning thread pools then wait on each other: PyTorch's OpenMP ran a training
+# test 8x slower than alone. The subprocesses that tests start inherit these settings.
+# (XLA's CPU thread pool has no such setting; holding each JAX process to one core changed
+# nothing measurable.)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # PyTorch, NumPy's BLAS
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+
 import keras
 import numpy as np
 import pytest
@@ -85,6 +95,13 @@ def tiny_config():
         intermediate_dim=32,
         dropout=0.0,
     )
+
+
+@pytest.fixture
+def one_layer_config():
+    """`small_config()`, for tests of training's bookkeeping (steps, files, logs, optimizer
+    updates): the model's depth changes nothing there but the time spent tracing it."""
+    return small_config()
 
 
 def small_config(vocabulary_size=31, **overrides):

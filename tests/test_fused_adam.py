@@ -21,10 +21,10 @@ ARGUMENTS = {"learning_rate": 3e-2, "beta_1": 0.9, "beta_2": 0.98, "epsilon": 1e
 ATOL = 1e-5
 
 
-def trained_weights(tiny_config, optimizer, jit_compile, steps=3):
+def trained_weights(one_layer_config, optimizer, jit_compile, steps=3):
     """Weights after `steps` fit() steps of a tiny model (token embeddings get sparse gradients)."""
     keras.utils.set_random_seed(7)
-    model = Seq2SeqTransformer(tiny_config)
+    model = Seq2SeqTransformer(one_layer_config)
     model.build()
     rng = np.random.default_rng(0)
     inputs = {
@@ -39,10 +39,12 @@ def trained_weights(tiny_config, optimizer, jit_compile, steps=3):
 
 
 @TENSORFLOW_ONLY  # elsewhere (JAX, XLA) FusedAdam runs Keras' update itself
-def test_updates_equal_keras_adam(tiny_config):
-    fused = trained_weights(tiny_config, FusedAdam(**ARGUMENTS), jit_compile=False)
-    reference = trained_weights(tiny_config, keras.optimizers.Adam(**ARGUMENTS), jit_compile=False)
-    start = trained_weights(tiny_config, keras.optimizers.Adam(**ARGUMENTS), False, steps=0)
+def test_updates_equal_keras_adam(one_layer_config):
+    fused = trained_weights(one_layer_config, FusedAdam(**ARGUMENTS), jit_compile=False)
+    reference = trained_weights(
+        one_layer_config, keras.optimizers.Adam(**ARGUMENTS), jit_compile=False
+    )
+    start = trained_weights(one_layer_config, keras.optimizers.Adam(**ARGUMENTS), False, steps=0)
     moved = 0
     for got, expected, initial in zip(fused, reference, start, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=ATOL)
@@ -70,10 +72,10 @@ def test_the_one_kernel_update_runs_exactly_outside_xla(jit_compile):
 
 
 @TENSORFLOW_ONLY
-def test_under_loss_scaling_equals_keras_adam(tiny_config):
+def test_under_loss_scaling_equals_keras_adam(one_layer_config):
     def weights(inner):
         optimizer = keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0**10)
-        return trained_weights(tiny_config, optimizer, jit_compile=False)
+        return trained_weights(one_layer_config, optimizer, jit_compile=False)
 
     for got, expected in zip(
         weights(FusedAdam(**ARGUMENTS)), weights(keras.optimizers.Adam(**ARGUMENTS)), strict=True

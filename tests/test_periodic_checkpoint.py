@@ -60,13 +60,13 @@ class RecordDirectory(keras.callbacks.Callback):
         self.listings.append(sorted(os.listdir(self.directory)))
 
 
-def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, tmp_path):
+def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(one_layer_config, tmp_path):
     # Six steps, a save at each even one: keep=2 must delete step 2 at step 6.
     callback = PeriodicCheckpoint(
         tmp_path, every_steps=2, every_minutes=None, keep=2, average_last=2
     )
     record = RecordDirectory(tmp_path)
-    model = train_two_per_step(tiny_config, 6, [callback, record])
+    model = train_two_per_step(one_layer_config, 6, [callback, record])
     callback.average_into(model)
     assert callback.saved == [str(tmp_path / name) for name in checkpoint_names((2, 4, 6))]
     # Pruning happens at each save, oldest first, not only at the end.
@@ -76,7 +76,7 @@ def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, t
     assert names == checkpoint_names((4, 6))
 
     def weights_of(name):
-        fresh = Seq2SeqTransformer(tiny_config)
+        fresh = Seq2SeqTransformer(one_layer_config)
         fresh.build()
         fresh.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
         fresh.load_weights(tmp_path / name)
@@ -89,7 +89,7 @@ def test_checkpoints_every_n_steps_keep_last_k_and_average_at_end(tiny_config, t
 
 
 @BACKEND_INDEPENDENT  # the files written and read; restoring is in test_resume
-def test_checkpoints_every_n_minutes_of_a_fake_clock(tiny_config, tmp_path, monkeypatch):
+def test_checkpoints_every_n_minutes_of_a_fake_clock(one_layer_config, tmp_path, monkeypatch):
     # Seconds each batch takes on the fake clock; with every_minutes=1 the saves fall where
     # 60 s have passed since the previous save (or since training began at t=0):
     # batch ends at t = 10, 60*, 160*, 180, 200, 220*, 420*, 425 (* 60 s or more since the last).
@@ -108,7 +108,7 @@ def test_checkpoints_every_n_minutes_of_a_fake_clock(tiny_config, tmp_path, monk
         tmp_path, every_steps=None, every_minutes=1, keep=10, average_last=None
     )
     record = RecordDirectory(tmp_path)
-    train_two_per_step(tiny_config, len(durations), [Tick(), callback, record])
+    train_two_per_step(one_layer_config, len(durations), [Tick(), callback, record])
     after_each_step = [[], [2], [2, 3], [2, 3], [2, 3], [2, 3, 6], [2, 3, 6, 7], [2, 3, 6, 7]]
     assert record.listings == [checkpoint_names(steps) for steps in after_each_step]
     # Training ends with a save of the final step.
@@ -137,7 +137,9 @@ def weights_in(path, config, reader=None):
     reason="Keras allows only steps_per_execution=1 on the PyTorch backend",
 )
 @pytest.mark.parametrize("accumulation", [None, 2])
-def test_steps_per_execution_saves_and_logs_the_right_step(tiny_config, tmp_path, accumulation):
+def test_steps_per_execution_saves_and_logs_the_right_step(
+    one_layer_config, tmp_path, accumulation
+):
     # With steps_per_execution=3 Keras calls the callbacks after batches 3, 6, 9 and 12.
     # Counting one batch per call recorded steps 1-4 (data position 1-4) for weights
     # trained on 3-12 batches. Reference: the same training one batch per call.
@@ -145,13 +147,13 @@ def test_steps_per_execution_saves_and_logs_the_right_step(tiny_config, tmp_path
     reference = PeriodicCheckpoint(
         tmp_path / "reference", every_steps=1, every_minutes=None, keep=12, average_last=None
     )
-    train_two_per_step(tiny_config, 12, [reference], accumulation)
+    train_two_per_step(one_layer_config, 12, [reference], accumulation)
     checkpoint = PeriodicCheckpoint(
         tmp_path / "grouped", every_steps=2, every_minutes=None, keep=12, average_last=None
     )
     monitor = TrainingMonitor(tmp_path / "logs", every_steps=2)
     model = train_two_per_step(
-        tiny_config, 12, [monitor, checkpoint], accumulation, steps_per_execution=3
+        one_layer_config, 12, [monitor, checkpoint], accumulation, steps_per_execution=3
     )
     assert int(to_numpy(model.optimizer.iterations)) == 12 // k  # Keras' own update count
     # Each save at the first callback at or after a multiple of 2 steps, where no update is
@@ -160,13 +162,13 @@ def test_steps_per_execution_saves_and_logs_the_right_step(tiny_config, tmp_path
     assert sorted(os.listdir(tmp_path / "grouped")) == checkpoint_names(steps)
     with open(tmp_path / "logs" / "train_log.csv") as file:
         assert [int(line.split(",")[0]) for line in file.readlines()[1:]] == steps
-    reader = Seq2SeqTransformer(tiny_config)
+    reader = Seq2SeqTransformer(one_layer_config)
     reader.build()
     for step in steps:
         name = checkpoint_names([step])[0]
         assert read_training_state(str(tmp_path / "grouped" / name)) == k * step
-        expected = weights_in(tmp_path / "reference" / name, tiny_config, reader)
-        grouped = weights_in(tmp_path / "grouped" / name, tiny_config, reader)
+        expected = weights_in(tmp_path / "reference" / name, one_layer_config, reader)
+        grouped = weights_in(tmp_path / "grouped" / name, one_layer_config, reader)
         for got, want in zip(grouped, expected, strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -206,7 +208,9 @@ class RecordFileHashes(keras.callbacks.Callback):
 
 
 @BACKEND_INDEPENDENT
-def test_a_full_disk_stops_training_and_keeps_every_checkpoint(tiny_config, tmp_path, monkeypatch):
+def test_a_full_disk_stops_training_and_keeps_every_checkpoint(
+    one_layer_config, tmp_path, monkeypatch
+):
     # keep=2: the failed third save must not prune step 1 to make room before it writes.
     callback = PeriodicCheckpoint(
         tmp_path, every_steps=1, every_minutes=None, keep=2, average_last=None
@@ -215,7 +219,7 @@ def test_a_full_disk_stops_training_and_keeps_every_checkpoint(tiny_config, tmp_
     calls = fill_the_disk_after(2, monkeypatch)
     third = tmp_path / checkpoint_names([3])[0]
     with pytest.raises(OSError) as raised:
-        train_two_per_step(tiny_config, 5, [callback, record])
+        train_two_per_step(one_layer_config, 5, [callback, record])
     assert len(calls) == 3  # training stopped at the failed save, not later
     assert raised.value.errno == errno.ENOSPC
     message = str(raised.value)
@@ -228,13 +232,15 @@ def test_a_full_disk_stops_training_and_keeps_every_checkpoint(tiny_config, tmp_
     assert after.hashes[0] == record.hashes[-1]  # both files byte for byte as written
 
     monkeypatch.undo()
-    model = Seq2SeqTransformer(tiny_config)
+    model = Seq2SeqTransformer(one_layer_config)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     assert PeriodicCheckpoint(tmp_path, every_steps=1).restore(model) == 2
 
 
 @BACKEND_INDEPENDENT
-def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, tmp_path, capsys):
+def test_unfinished_writes_of_killed_runs_are_removed_and_counted(
+    one_layer_config, tmp_path, capsys
+):
     finished = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
@@ -251,7 +257,7 @@ def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, t
     for name in [left_by_the_killed_run, *kept]:
         (tmp_path / name).write_bytes(b"partial")
     callback = PeriodicCheckpoint(tmp_path, every_steps=1, every_minutes=None, average_last=None)
-    train_two_per_step(tiny_config, 1, [callback])
+    train_two_per_step(one_layer_config, 1, [callback])
     assert sorted(os.listdir(tmp_path)) == sorted([*kept, *checkpoint_names([1])])
     output = capsys.readouterr().out
     assert (
@@ -261,19 +267,19 @@ def test_unfinished_writes_of_killed_runs_are_removed_and_counted(tiny_config, t
 
 
 @BACKEND_INDEPENDENT
-def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config, tmp_path):
+def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(one_layer_config, tmp_path):
     # Run 1 saved steps 1 and 2; step 2's file was then truncated (a crash of the disk,
     # not of our write). Run 2 resumes from step 1, ends at step 2, writes step 2 again
     # and averages it with step 1.
     first = PeriodicCheckpoint(
         tmp_path, every_steps=1, every_minutes=None, keep=5, average_last=None
     )
-    train_two_per_step(tiny_config, 2, [first])
+    train_two_per_step(one_layer_config, 2, [first])
     broken = tmp_path / checkpoint_names([2])[0]
     broken.write_bytes(broken.read_bytes()[:1000])
-    inputs = token_inputs(tiny_config, 2)
+    inputs = token_inputs(one_layer_config, 2)
     keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer(tiny_config)
+    model = Seq2SeqTransformer(one_layer_config)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     second = PeriodicCheckpoint(
         tmp_path, every_steps=1000, every_minutes=None, keep=5, average_last=2
@@ -287,8 +293,8 @@ def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config,
     assert read_training_state(str(broken)) == 2  # readable again
     for averaged, a, b in zip(
         model.weights,
-        weights_in(tmp_path / checkpoint_names([1])[0], tiny_config),
-        weights_in(broken, tiny_config),
+        weights_in(tmp_path / checkpoint_names([1])[0], one_layer_config),
+        weights_in(broken, one_layer_config),
         strict=True,
     ):
         np.testing.assert_allclose(to_numpy(averaged), (a + b) / 2, rtol=1e-6, atol=1e-7)
@@ -296,14 +302,14 @@ def test_a_truncated_checkpoint_is_set_aside_and_its_step_rewritten(tiny_config,
 
 @BACKEND_INDEPENDENT
 def test_a_checkpoint_whose_data_changed_fails_its_checksum_and_the_previous_is_used(
-    tiny_config, tmp_path, capsys
+    one_layer_config, tmp_path, capsys
 ):
     import h5py
 
     first = PeriodicCheckpoint(
         tmp_path, every_steps=1, every_minutes=None, keep=5, average_last=None
     )
-    train_two_per_step(tiny_config, 2, [first])
+    train_two_per_step(one_layer_config, 2, [first])
     changed = tmp_path / checkpoint_names([2])[0]
     # A valid HDF5 file whose data was overwritten in place: one weight changes.
     with h5py.File(changed, "r+") as file:
@@ -315,12 +321,14 @@ def test_a_checkpoint_whose_data_changed_fails_its_checksum_and_the_previous_is_
         file[kernel][...] = data
     with pytest.raises(UnreadableCheckpointError, match="SHA-256"):
         read_training_state(str(changed))
-    model = Seq2SeqTransformer(tiny_config)
+    model = Seq2SeqTransformer(one_layer_config)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     assert PeriodicCheckpoint(tmp_path, every_steps=1).restore(model) == 1
     assert "fails its SHA-256 check" in capsys.readouterr().out
     assert (tmp_path / (changed.name + ".unreadable")).exists()
     for restored, saved in zip(
-        model.weights, weights_in(tmp_path / checkpoint_names([1])[0], tiny_config), strict=True
+        model.weights,
+        weights_in(tmp_path / checkpoint_names([1])[0], one_layer_config),
+        strict=True,
     ):
         np.testing.assert_array_equal(to_numpy(restored), saved)

@@ -27,22 +27,22 @@ class BatchLosses(keras.callbacks.Callback):
 
 @pytest.mark.parametrize("validate", [False, True])
 def test_logged_loss_is_the_mean_over_the_steps_since_the_last_record(
-    tiny_config, tmp_path, validate
+    one_layer_config, tmp_path, validate
 ):
     # 2 epochs of 4 batches, a record every 3 steps: steps 1-3, 4-6 (across the epoch's end
     # and, with validation data, across a validation run that reuses Keras' loss tracker),
     # and 7-8 at the end of training, after the last validation.
     rng = np.random.default_rng(0)
     inputs = {
-        "encoder_token_ids": random_token_ids(rng, 8, 5, tiny_config.vocabulary_size),
-        "decoder_token_ids": random_token_ids(rng, 8, 4, tiny_config.vocabulary_size),
+        "encoder_token_ids": random_token_ids(rng, 8, 5, one_layer_config.vocabulary_size),
+        "decoder_token_ids": random_token_ids(rng, 8, 4, one_layer_config.vocabulary_size),
     }
     validation = {
-        "encoder_token_ids": random_token_ids(rng, 6, 7, tiny_config.vocabulary_size),
-        "decoder_token_ids": random_token_ids(rng, 6, 6, tiny_config.vocabulary_size),
+        "encoder_token_ids": random_token_ids(rng, 6, 7, one_layer_config.vocabulary_size),
+        "decoder_token_ids": random_token_ids(rng, 6, 6, one_layer_config.vocabulary_size),
     }
     keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer(tiny_config)
+    model = Seq2SeqTransformer(one_layer_config)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     batch_losses = BatchLosses()
     monitor = TrainingMonitor(tmp_path, every_steps=3)

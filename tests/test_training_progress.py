@@ -56,9 +56,9 @@ def test_a_terminal_gets_one_line_rewritten_in_place():
     assert pipe.getvalue() == "step 1/2\nstep 2/2\n"
 
 
-def compiled_model(tiny_config, learning_rate=1e-3, loss=None):
+def compiled_model(one_layer_config, learning_rate=1e-3, loss=None):
     keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer(tiny_config)
+    model = Seq2SeqTransformer(one_layer_config)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate), loss=loss or LabelSmoothedCrossEntropy()
     )
@@ -83,12 +83,12 @@ def read_log(path):
         return list(csv.DictReader(file))
 
 
-def test_progress_lines_on_stderr_match_the_log(tiny_config, tmp_path, capsys):
-    model = compiled_model(tiny_config)
+def test_progress_lines_on_stderr_match_the_log(one_layer_config, tmp_path, capsys):
+    model = compiled_model(one_layer_config)
     monitor = TrainingMonitor(
         tmp_path, every_steps=2, tokens_per_batch=6.0, max_steps=6, progress=True
     )
-    fit(model, tiny_config, 6, [monitor])
+    fit(model, one_layer_config, 6, [monitor])
     captured = capsys.readouterr()
     assert captured.out == ""  # stdout stays the program's
     matches = [LINE.match(line) for line in captured.err.splitlines() if line.startswith("step")]
@@ -102,22 +102,22 @@ def test_progress_lines_on_stderr_match_the_log(tiny_config, tmp_path, capsys):
     assert matches[-1][8] == "0:00"  # nothing left at the last step
 
 
-def test_train_log_has_one_row_per_step_after_resumes(tiny_config, tmp_path):
+def test_train_log_has_one_row_per_step_after_resumes(one_layer_config, tmp_path):
     path = tmp_path / TrainingMonitor.CSV_NAME
-    model = compiled_model(tiny_config)
-    fit(model, tiny_config, 4, [TrainingMonitor(tmp_path, every_steps=1, start_step=0)])
+    model = compiled_model(one_layer_config)
+    fit(model, one_layer_config, 4, [TrainingMonitor(tmp_path, every_steps=1, start_step=0)])
     assert [row["step"] for row in read_log(path)] == ["1", "2", "3", "4"]
     # Resumed from the checkpoint of step 2 (steps 3 and 4 are trained again), twice.
     for _ in range(2):
         monitor = TrainingMonitor(tmp_path, every_steps=1, start_step=2, max_steps=5)
-        fit(compiled_model(tiny_config), tiny_config, 3, [monitor])
+        fit(compiled_model(one_layer_config), one_layer_config, 3, [monitor])
         assert [row["step"] for row in read_log(path)] == ["1", "2", "3", "4", "5"]
     # Resumed from step 5, the end: nothing is dropped.
     assert truncate_log(path, 5) == 0
     assert truncate_log(path, 1) == 4 and len(read_log(path)) == 1
 
 
-def test_a_non_finite_loss_stops_with_the_step(tiny_config, tmp_path):
+def test_a_non_finite_loss_stops_with_the_step(one_layer_config, tmp_path):
     # Labels of the first 2 steps are >= 5; from step 3 on a label is 1 and the loss -inf.
     def diverges_on_label_one(labels, logits):
         smallest = keras.ops.cast(keras.ops.min(labels), "float32")
@@ -125,8 +125,8 @@ def test_a_non_finite_loss_stops_with_the_step(tiny_config, tmp_path):
             smallest - 1.0
         )
 
-    model = compiled_model(tiny_config, loss=diverges_on_label_one)
-    x = inputs(tiny_config, 12)
+    model = compiled_model(one_layer_config, loss=diverges_on_label_one)
+    x = inputs(one_layer_config, 12)
     labels = np.full((12, 4), 5, "int32")
     labels[4:, 0] = 1
     monitor = TrainingMonitor(tmp_path, every_steps=2, progress=True)
