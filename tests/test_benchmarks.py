@@ -107,7 +107,19 @@ def parse_throughput(output):
     return rows, params, ratio
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        "float32",
+        pytest.param(
+            "bfloat16",
+            marks=pytest.mark.skipif(
+                keras.backend.backend() == "torch",
+                reason="the mixed-precision fit is tested on torch in test_model.py",
+            ),
+        ),
+    ],
+)
 def test_training_throughput_runs_both_builds(data_dir, dtype):
     # bfloat16 is the GPU setting; on a CPU it checks that both builds train under it.
     output = run_benchmark(
@@ -206,6 +218,7 @@ def test_long_sentence_request_runs(data_dir):
     assert re.search(r"^one batch == sub-batches: same translations", output, re.M), output
 
 
+@only_under("tensorflow", "test_decoding_speed_runs times ours on each backend; one is enough")
 def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
     output = run_benchmark(
