@@ -259,10 +259,11 @@ def test_unfinished_writes_of_killed_runs_are_removed_and_counted(
     callback = PeriodicCheckpoint(tmp_path, every_steps=1, every_minutes=None, average_last=None)
     train_two_per_step(one_layer_config, 1, [callback])
     assert sorted(os.listdir(tmp_path)) == sorted([*kept, *checkpoint_names([1])])
-    output = capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert captured.out == ""  # messages go to stderr
     assert (
         f"Removed 1 unfinished checkpoint write(s) of killed runs: {left_by_the_killed_run}"
-        in output
+        in captured.err
     )
 
 
@@ -324,7 +325,7 @@ def test_a_checkpoint_whose_data_changed_fails_its_checksum_and_the_previous_is_
     model = Seq2SeqTransformer(one_layer_config)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy())
     assert PeriodicCheckpoint(tmp_path, every_steps=1).restore(model) == 1
-    assert "fails its SHA-256 check" in capsys.readouterr().out
+    assert "fails its SHA-256 check" in capsys.readouterr().err
     assert (tmp_path / (changed.name + ".unreadable")).exists()
     for restored, saved in zip(
         model.weights,

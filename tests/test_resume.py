@@ -183,7 +183,8 @@ def test_sigterm_saves_the_update_in_progress_and_exits_143(tmp_path):
     saved = str(checkpoints / f"ckpt-{stopped_at:08d}.weights.h5")
     assert os.listdir(checkpoints) == [os.path.basename(saved)]
     assert read_training_state(saved) == ACCUMULATION * stopped_at
-    assert f"SIGTERM received: stopped after step {stopped_at}; last checkpoint: {saved}" in out
+    # A message, not data: on stderr.
+    assert f"SIGTERM received: stopped after step {stopped_at}; last checkpoint: {saved}" in err
     assert "FINISHED" not in out
 
 
@@ -276,7 +277,7 @@ def test_truncated_checkpoint_is_reported_and_the_previous_one_used(tmp_path, ca
     model = compiled_model()
     batches = PeriodicCheckpoint(tmp_path, every_steps=1).restore(model)
     assert batches == 3 == read_training_state(previous)
-    assert os.path.basename(newest) in capsys.readouterr().out
+    assert os.path.basename(newest) in capsys.readouterr().err
     expected = compiled_model()
     expected.build()
     expected.load_weights(previous)

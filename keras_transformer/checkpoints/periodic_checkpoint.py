@@ -5,6 +5,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import time
 
 import keras
@@ -162,12 +163,12 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
                 problems.append(str(error))
                 unreadable.append(path)
                 logger.warning("%s Trying the previous checkpoint.", error)
-                print(f"WARNING: {error} Trying the previous one.")
+                print(f"WARNING: {error} Trying the previous one.", file=sys.stderr)
                 continue
-            print(f"Resuming from {path} (batch {batches}).")
+            print(f"Resuming from {path} (batch {batches}).", file=sys.stderr)
             for broken in unreadable:
                 os.replace(broken, broken + ".unreadable")
-                print(f"Renamed the unreadable {broken} to {broken}.unreadable")
+                print(f"Renamed the unreadable {broken} to {broken}.unreadable", file=sys.stderr)
             self._restored_batches = batches
             return batches
         if problems:
@@ -182,7 +183,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if unfinished:
             print(
                 f"Removed {len(unfinished)} unfinished checkpoint write(s) of killed runs: "
-                + ", ".join(os.path.basename(path) for path in unfinished)
+                + ", ".join(os.path.basename(path) for path in unfinished),
+                file=sys.stderr,
             )
         self._last_save_time = time.monotonic()
         # Batches are counted here from the restored data position: the optimizer's
@@ -260,7 +262,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         last = self._checkpoints()
         print(
             f"{name} received: stopped after step {step}; last checkpoint: "
-            + (last[-1] if last else f"none in {self.directory}")
+            + (last[-1] if last else f"none in {self.directory}"),
+            file=sys.stderr,
         )
         self._stop.deliver()
 
@@ -271,7 +274,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if isinstance(self.model.optimizer, keras.optimizers.LossScaleOptimizer):
             print(
                 f"WARNING: non-finite loss at step {self._step()} under loss scaling; "
-                "checkpoint skipped."
+                "checkpoint skipped.",
+                file=sys.stderr,
             )
             return False
         self._failed = True
@@ -354,5 +358,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))
         paths = latest_checkpoints(self.directory, min(self.average_last, available))
         average_checkpoints(model, paths)
-        print(f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}")
+        print(
+            f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}",
+            file=sys.stderr,
+        )
         return paths

@@ -310,7 +310,7 @@ def evaluation(config, translator, splits, paths, output_dir):
         message = f"{joined} translations had line breaks, written as spaces"
         logger.warning("%s in %s", message, paths["translations"])
         if config.verbose:
-            print(f"{message} ({paths['translations']})")
+            print(f"{message} ({paths['translations']})", file=sys.stderr)
     write_lines_atomic([(paths["translations"], hypotheses)])
     scores = score_files(
         paths["translations"], test_files[1], config.metrics, language=config.target_language
