@@ -223,6 +223,32 @@ def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_f
     assert len(selection) == 1 and "higher is better" in selection[0], result.stdout
 
 
+@BACKEND_INDEPENDENT
+def test_a_resumed_run_with_accumulation_trains_to_its_last_update(wmt_files, tmp_path):
+    # A checkpoint stores batches, two per update here: the run stopped after 4 updates
+    # (8 batches) must still train updates 5 and 6, not take 8 batches for 8 updates.
+    output = tmp_path / "run"
+
+    def run(max_steps):
+        result = run_recipe(
+            "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+            "--max-steps", str(max_steps), "--accumulation-steps", "2",
+            "--vocabulary-size", "300", "--token-budget", "512", "--checkpoint-every-steps", "2",
+            "--average-last", "1", *SMALL_MODEL, "--no-validate", "--no-export",
+            "--pipeline-override", "bucket_growth=1.3",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    run(4)
+    result = run(6)
+    assert "Nothing left to train" not in result.stderr
+    steps = [int(row.split(",")[0]) for row in (output / "train_log.csv").read_text().split()[1:]]
+    assert steps[-1] == 6, steps
+    assert "ckpt-00000006.weights.h5" in os.listdir(output / "checkpoints")
+    assert "Nothing left to train: the run is at step 6 of 6." in run(6).stderr
+
+
 @pytest.mark.slow
 def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
     result = run_recipe(

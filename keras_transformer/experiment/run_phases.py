@@ -187,9 +187,11 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
     if config.verbose:
         print(train.summary, file=sys.stderr)
     train_steps = steps_to_train(config, preset)
-    if start >= train_steps:
+    # `start` counts batches; an update is `accumulation_steps` of them.
+    if start >= train_steps * config.accumulation_steps:
         # `fit` would train one batch of its last epoch before any callback could stop it.
-        message = f"Nothing left to train: the run is at step {start} of {train_steps}."
+        done = start // config.accumulation_steps
+        message = f"Nothing left to train: the run is at step {done} of {train_steps}."
         logger.info(message)
         if config.verbose:
             print(message, file=sys.stderr)
