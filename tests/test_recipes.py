@@ -225,8 +225,8 @@ def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_f
 
 @BACKEND_INDEPENDENT
 def test_a_resumed_run_with_accumulation_trains_to_its_last_update(wmt_files, tmp_path):
-    # A checkpoint stores batches, two per update here: the run stopped after 4 updates
-    # (8 batches) must still train updates 5 and 6, not take 8 batches for 8 updates.
+    # A checkpoint stores batches, two per update here: a run stopped after 4 of its 6
+    # updates (8 batches) must train updates 5 and 6, not count its 8 batches as updates.
     output = tmp_path / "run"
 
     def run(max_steps):
