@@ -24,10 +24,17 @@ from keras_transformer.checkpoints.training_state import (
 )
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
+from keras_transformer.training.progress_line import end_live_line
 
 logger = logging.getLogger("keras_transformer.checkpoints")
 
 NAME_FORMAT = "ckpt-{step:08d}.weights.h5"
+
+
+def _message(text):
+    """A message on stderr (stdout is the caller's data), past the monitor's live line."""
+    end_live_line(sys.stderr)
+    print(text, file=sys.stderr, flush=True)
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
@@ -163,12 +170,12 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
                 problems.append(str(error))
                 unreadable.append(path)
                 logger.warning("%s Trying the previous checkpoint.", error)
-                print(f"WARNING: {error} Trying the previous one.", file=sys.stderr)
+                _message(f"WARNING: {error} Trying the previous one.")
                 continue
-            print(f"Resuming from {path} (batch {batches}).", file=sys.stderr)
+            _message(f"Resuming from {path} (batch {batches}).")
             for broken in unreadable:
                 os.replace(broken, broken + ".unreadable")
-                print(f"Renamed the unreadable {broken} to {broken}.unreadable", file=sys.stderr)
+                _message(f"Renamed the unreadable {broken} to {broken}.unreadable")
             self._restored_batches = batches
             return batches
         if problems:
@@ -181,10 +188,9 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         os.makedirs(self.directory, exist_ok=True)
         unfinished = remove_unfinished_writes(self.directory, "ckpt-*.weights.h5")
         if unfinished:
-            print(
+            _message(
                 f"Removed {len(unfinished)} unfinished checkpoint write(s) of killed runs: "
-                + ", ".join(os.path.basename(path) for path in unfinished),
-                file=sys.stderr,
+                + ", ".join(os.path.basename(path) for path in unfinished)
             )
         self._last_save_time = time.monotonic()
         # Batches are counted here from the restored data position: the optimizer's
@@ -260,10 +266,9 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def _stop_now(self, step):
         name = signal.Signals(self._stop.received).name
         last = self._checkpoints()
-        print(
+        _message(
             f"{name} received: stopped after step {step}; last checkpoint: "
-            + (last[-1] if last else f"none in {self.directory}"),
-            file=sys.stderr,
+            + (last[-1] if last else f"none in {self.directory}")
         )
         self._stop.deliver()
 
@@ -272,10 +277,9 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         if loss is None or math.isfinite(float(keras.ops.convert_to_numpy(loss))):
             return True
         if isinstance(self.model.optimizer, keras.optimizers.LossScaleOptimizer):
-            print(
+            _message(
                 f"WARNING: non-finite loss at step {self._step()} under loss scaling; "
-                "checkpoint skipped.",
-                file=sys.stderr,
+                "checkpoint skipped."
             )
             return False
         self._failed = True
@@ -358,8 +362,5 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))
         paths = latest_checkpoints(self.directory, min(self.average_last, available))
         average_checkpoints(model, paths)
-        print(
-            f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}",
-            file=sys.stderr,
-        )
+        _message(f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}")
         return paths
