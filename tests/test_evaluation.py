@@ -183,6 +183,22 @@ def test_multi_bleu_semantics():
 
 
 @BACKEND_INDEPENDENT
+def test_multi30k_bleu_prepares_text_as_the_datasets_tokenized_files():
+    # The dataset's tok files are lowercase.perl | normalize-punctuation.perl -l de |
+    # tokenizer.perl -l de of its raw files: German quotes and dashes become ASCII, then
+    # the tokenizer escapes the quotes. Its line for this raw reference:
+    reference = 'Ein Schild mit der Aufschrift "Stop" - hier.'
+    tok_file_line = "ein schild mit der aufschrift &quot; stop &quot; - hier ."
+    tokenized = moses_tokenize([reference.lower()], "de")
+    assert multi_bleu(tokenized, [tok_file_line]) == pytest.approx(100.0)
+    hypothesis = "Ein Schild mit der Aufschrift „Stop“ \u2013 hier."  # an en dash
+    assert multi30k_bleu([hypothesis], [reference]) == pytest.approx(100.0)
+    # Without the normalization, the quotes and the dash are 3 of 11 tokens wrong.
+    unnormalized = moses_tokenize([hypothesis.lower()], "de")
+    assert multi_bleu(unnormalized, [tok_file_line]) < 50.0
+
+
+@BACKEND_INDEPENDENT
 def test_reference_sets_errors():
     assert reference_sets(["a"], ["b"]) == [["b"]]
     expected = r"`references\[1\]` has 1 segments but `hypotheses` has 2"

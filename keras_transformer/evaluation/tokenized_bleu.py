@@ -164,10 +164,12 @@ def tokenized_bleu(
 def multi30k_bleu(hypotheses, references, language="de"):
     """Lowercased Moses-tokenized BLEU, the metric of the Multi30k literature.
 
-    WMT'16-'18 multimodal translation results on Multi30k are
-    `multi-bleu.perl -lc` on Moses-tokenized text, without compound
-    splitting. Lowercasing comes after tokenization, since Moses'
-    nonbreaking-prefix rules look at case.
+    Published Multi30k scores are `multi-bleu.perl` against the dataset's
+    tokenized files, which its `scripts/task1-tokenize.sh` makes with
+    `lowercase.perl | normalize-punctuation.perl -l L | tokenizer.perl -l L`
+    (no compound splitting). The same three steps run here on the hypotheses
+    and on the references, so German quotes („…“) and en dashes in a
+    hypothesis match the ASCII ones of those files.
 
     Args:
         hypotheses: sequence of str, detokenized system outputs.
@@ -182,11 +184,10 @@ def multi30k_bleu(hypotheses, references, language="de"):
     >>> round(multi30k_bleu(["Ein Hund rennt."], ["ein Hund rennt ."]), 2)
     100.0
     """
-    return tokenized_bleu(
-        hypotheses,
-        references,
-        language=language,
-        split_compounds=False,
-        lowercase=True,
-        replace_unicode_punctuation=False,
-    )
+    sets = reference_sets(hypotheses, references)
+    normalizer = _normalizer(language)
+
+    def prepare(lines):
+        return moses_tokenize([normalizer.normalize(line.lower()) for line in lines], language)
+
+    return multi_bleu(prepare(hypotheses), [prepare(s) for s in sets])
