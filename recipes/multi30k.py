@@ -15,6 +15,10 @@ the same outputs.
 
     python recipes/multi30k.py --data-dir ../shared/data/multi30k
     python recipes/multi30k.py --data-dir ../shared/data/multi30k --target-language fr
+
+With the published baseline's batch of 8,192 tokens and its optimizer settings, for 2.5 times
+the training tokens, the same model reaches 40.56 cased sacreBLEU on test_2016_flickr en-de
+(docs/results.md, "With the published baseline's batch and optimizer settings", has the flags).
 """
 
 import sys
