@@ -118,7 +118,8 @@ def build_parser():
     parser.add_argument(
         "--progress",
         action="store_true",
-        help="Report progress on stderr even when it is not a terminal.",
+        help="Report progress on stderr even when it is not a terminal (then a line every 30 s "
+        "and at the end).",
     )
     return parser
 
@@ -230,7 +231,6 @@ def _warn(message):
 
 def translate(args, stdout):
     """Loads the model and streams the input through it; returns the exit status."""
-    import keras
 
     from keras_transformer.decoding import Translator
     from keras_transformer.export import load_translation_model
@@ -239,6 +239,7 @@ def translate(args, stdout):
         default_max_source_length,
     )
     from keras_transformer.text.line_chunks import LineChunks
+    from keras_transformer.utils.count_progress import CountProgress
 
     try:
         model, tokenizer = load_translation_model(args.model_file, compile=False)
@@ -261,7 +262,7 @@ def translate(args, stdout):
         num_results=args.n_best,
     )
     show_progress = args.progress or sys.stderr.isatty()
-    progress = keras.utils.Progbar(None, unit_name="line") if show_progress else None
+    progress = CountProgress(None, "lines") if show_progress else None
     with _open_input(args.input) as source, _open_output(args.output, stdout) as target:
         chunks = LineChunks(source, args.chunk_size)
         writer = _Writer(target, args.format)
@@ -270,7 +271,7 @@ def translate(args, stdout):
             if progress is not None:
                 progress.add(len(chunk))
     if progress is not None:
-        print(file=sys.stderr)
+        progress.close()
     if chunks.replaced:
         _warn(
             f"{chunks.replaced} input lines had invalid UTF-8, read with U+FFFD in its place "

@@ -12,11 +12,9 @@ from conftest import BACKEND_INDEPENDENT, random_token_ids
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer
 from keras_transformer.training import TrainingMonitor
 from keras_transformer.training.csv_log import truncate_log
-from keras_transformer.training.progress_line import (
-    format_duration,
-    format_progress,
-    write_progress,
-)
+from keras_transformer.training.progress_line import format_progress
+from keras_transformer.utils.count_progress import CountProgress
+from keras_transformer.utils.live_line import format_duration, write_progress
 
 pytestmark = BACKEND_INDEPENDENT
 
@@ -54,6 +52,45 @@ def test_a_terminal_gets_one_line_rewritten_in_place():
         write_progress("step 2/2", stream, final=True)
     assert terminal.getvalue() == "\rstep 1/2\x1b[K\rstep 2/2\x1b[K\n"
     assert pipe.getvalue() == "step 1/2\nstep 2/2\n"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_count_progress_on_a_terminal_and_in_a_log():
+    outputs = []
+    for stream in (Terminal(), io.StringIO()):
+        clock = Clock()
+        progress = CountProgress(1000, "sentences", interval=30.0, stream=stream, clock=clock)
+        for _ in range(4):  # 250 sentences every 10 s
+            clock.now += 10.0
+            progress.add(250)
+        progress.close()
+        progress.close()  # once only
+        outputs.append(stream.getvalue())
+    terminal, log = outputs
+    # A log gets a line when 30 s have passed and the last one; no carriage returns or colours.
+    assert log == (
+        "750/1,000 sentences (75.0%) | 25.0 sentences/s | 0:30 elapsed | ETA 0:10\n"
+        "1,000/1,000 sentences (100.0%) | 25.0 sentences/s | 0:40 elapsed | ETA 0:00\n"
+    )
+    # A terminal gets every update, rewritten in place, and the last one ended.
+    assert terminal.count("\r") == 5 and terminal.endswith("ETA 0:00\x1b[K\n")
+    assert "250/1,000 sentences (25.0%) | 25.0 sentences/s | 0:10 elapsed | ETA 0:30" in terminal
+    # Without a total (a stream of lines): no percentage and no ETA.
+    stream, clock = io.StringIO(), Clock()
+    progress = CountProgress(None, "lines", stream=stream, clock=clock)
+    clock.now += 4.0
+    progress.add(10)
+    progress.close()
+    assert stream.getvalue() == "10 lines | 2.5 lines/s | 0:04 elapsed\n"
+    with pytest.raises(ValueError, match=r"`total` must be an int >= 0 or None\. Received: -1"):
+        CountProgress(-1)
 
 
 def compiled_model(one_layer_config, learning_rate=1e-3, loss=None):
@@ -106,12 +143,23 @@ def test_train_log_has_one_row_per_step_after_resumes(one_layer_config, tmp_path
     path = tmp_path / TrainingMonitor.CSV_NAME
     model = compiled_model(one_layer_config)
     fit(model, one_layer_config, 4, [TrainingMonitor(tmp_path, every_steps=1, start_step=0)])
-    assert [row["step"] for row in read_log(path)] == ["1", "2", "3", "4"]
+    rows = read_log(path)
+    assert [row["step"] for row in rows] == ["1", "2", "3", "4"]
+    # As if the process that trained the first steps had taken 1000 s to step 2.
+    rows[1]["elapsed_seconds"] = "1000.0"
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=TrainingMonitor.COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
     # Resumed from the checkpoint of step 2 (steps 3 and 4 are trained again), twice.
     for _ in range(2):
         monitor = TrainingMonitor(tmp_path, every_steps=1, start_step=2, max_steps=5)
         fit(compiled_model(one_layer_config), one_layer_config, 3, [monitor])
-        assert [row["step"] for row in read_log(path)] == ["1", "2", "3", "4", "5"]
+        rows = read_log(path)
+        assert [row["step"] for row in rows] == ["1", "2", "3", "4", "5"]
+        # The run's training time goes on from the restored step's row.
+        elapsed = [float(row["elapsed_seconds"]) for row in rows[2:]]
+        assert 1000.0 < elapsed[0] <= elapsed[1] <= elapsed[2] < 1300.0, elapsed
     # Resumed from step 5, the end: nothing is dropped.
     assert truncate_log(path, 5) == 0
     assert truncate_log(path, 1) == 4 and len(read_log(path)) == 1

@@ -235,6 +235,30 @@ def test_n_best_formats_agree_with_the_translator(saved, expected, capsys, tmp_p
 
 
 @BACKEND_INDEPENDENT
+def test_progress_in_a_log_is_plain_lines(saved, expected, capsys, tmp_path):
+    run, model, tokenizer, sentences = saved
+    source = tmp_path / "input.txt"
+    source.write_text("".join(f"{s}\n" for s in sentences), encoding="utf-8")
+    args = ["--model", str(run / "model.keras"), "--input", str(source), *DECODING]
+    # stderr is not a terminal here: no progress unless asked for.
+    status, out, err = run_in_process(capsys, *args)
+    assert status == 0 and out.splitlines() == expected and err == ""
+    # Asked for: a plain line at the end (no carriage returns or colour codes), stdout unchanged.
+    status, out, err = run_in_process(capsys, *args, "--progress", "--chunk-size", "50")
+    assert status == 0 and out.splitlines() == expected
+    assert "\r" not in err and "\x1b" not in err
+    assert err.splitlines()[-1].startswith(f"{len(sentences)} lines | ")
+    # The recipes' progress (Translator's verbose=1) follows the same rule.
+    translator = Translator(model, tokenizer, max_extra_length=3)
+    assert translator.translate(sentences, verbose=1) == expected
+    out, err = capsys.readouterr()
+    blank = sum(not s.strip() for s in sentences)
+    assert out == "" and "\r" not in err and "\x1b" not in err
+    done = len(sentences) - blank
+    assert err.splitlines()[-1].startswith(f"{done}/{done} sentences (100.0%) | ")
+
+
+@BACKEND_INDEPENDENT
 def test_truncation_is_counted_on_stderr(saved, capsys, tmp_path):
     run, model, tokenizer, sentences = saved
     source = tmp_path / "input.txt"

@@ -1,7 +1,6 @@
 """A `model.fit` callback that writes checkpoints on a schedule; the last ones can be averaged."""
 
 import glob
-import logging
 import math
 import os
 import signal
@@ -24,9 +23,7 @@ from keras_transformer.checkpoints.training_state import (
 )
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
-from keras_transformer.training.progress_line import end_live_line
-
-logger = logging.getLogger("keras_transformer.checkpoints")
+from keras_transformer.utils.live_line import end_live_line
 
 NAME_FORMAT = "ckpt-{step:08d}.weights.h5"
 
@@ -169,7 +166,6 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             except UnreadableCheckpointError as error:
                 problems.append(str(error))
                 unreadable.append(path)
-                logger.warning("%s Trying the previous checkpoint.", error)
                 _message(f"WARNING: {error} Trying the previous one.")
                 continue
             _message(f"Resuming from {path} (batch {batches}).")

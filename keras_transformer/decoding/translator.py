@@ -1,14 +1,13 @@
 """Strings in, translations out: tokenize, batch by length, beam search, detokenize."""
 
-import contextlib
 import math
-import sys
 
 import keras
 import numpy as np
 
 from keras_transformer.decoding.beam_search import build_beam_search
 from keras_transformer.decoding.greedy_search import build_greedy_search
+from keras_transformer.utils.count_progress import CountProgress
 
 
 def to_token_lists(token_ids):
@@ -166,7 +165,7 @@ class Translator:
             sentences: list of str.
             return_scores: bool. Also return each translation's
                 length-penalized log-probability.
-            verbose: `"auto"` (a progress bar on stderr from 100 sentences on), 0 or 1.
+            verbose: `"auto"` (progress on stderr from 100 sentences on), 0 or 1.
 
         Returns:
             A list of str in input order, or `(translations, scores)`.
@@ -182,7 +181,7 @@ class Translator:
 
         Args:
             sentences: list of str.
-            verbose: `"auto"` (a progress bar on stderr from 100 sentences on), 0 or 1.
+            verbose: `"auto"` (progress on stderr from 100 sentences on), 0 or 1.
 
         Returns:
             A list (input order) of lists of `num_results` `(translation,
@@ -205,7 +204,7 @@ class Translator:
         token_lists = self._tokenize([sentences[i] for i in to_decode])
         if verbose == "auto":
             verbose = int(len(to_decode) >= 100)
-        progress = keras.utils.Progbar(len(to_decode), unit_name="sentence") if verbose else None
+        progress = CountProgress(len(to_decode), "sentences") if verbose else None
         for rows, ids in self._batches(token_lists):
             tokens, batch_scores = self._search(ids)
             # (rows, num_results, output_length) and (rows, num_results)
@@ -224,8 +223,7 @@ class Translator:
                     for rank in range(self.num_results)
                 ]
             if progress is not None:
-                # Keras' bar prints to stdout, which carries the translations of
-                # the commands and recipes: progress goes to stderr.
-                with contextlib.redirect_stdout(sys.stderr):
-                    progress.add(len(rows))
+                progress.add(len(rows))
+        if progress is not None:
+            progress.close()
         return n_best

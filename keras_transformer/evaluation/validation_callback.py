@@ -19,7 +19,7 @@ from keras_transformer.evaluation.perplexity import perplexity as dev_perplexity
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.csv_log import append_log_row, truncate_log
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
-from keras_transformer.training.progress_line import end_live_line
+from keras_transformer.utils.live_line import end_live_line
 
 METRICS = ("bleu", "perplexity")
 

@@ -310,9 +310,8 @@ def evaluation(config, translator, splits, paths, output_dir):
     hypotheses, joined = join_line_breaks(hypotheses)
     if joined:
         message = f"{joined} translations had line breaks, written as spaces"
+        # Shown on stderr (logging's last-resort handler) unless logging is configured.
         logger.warning("%s in %s", message, paths["translations"])
-        if config.verbose:
-            print(f"{message} ({paths['translations']})", file=sys.stderr)
     write_lines_atomic([(paths["translations"], hypotheses)])
     scores = score_files(
         paths["translations"], test_files[1], config.metrics, language=config.target_language

@@ -50,3 +50,20 @@ def append_log_row(path, columns, row):
         if new:
             writer.writeheader()
         writer.writerow({name: "" if row[name] is None else row[name] for name in columns})
+
+
+def last_value(path, column):
+    """The last row's `column` of the CSV file `path` as a float; None if absent or empty.
+
+    Example:
+
+    >>> last_value("runs/base/train_log.csv", "elapsed_seconds")
+    5856.9
+    """
+    if not os.path.exists(path):
+        return None
+    with open(path, newline="", encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    if not rows or not rows[-1].get(column):
+        return None
+    return float(rows[-1][column])

@@ -1,23 +1,6 @@
 """The one-line progress report of step-budgeted training, on stderr."""
 
-import math
-import sys
-
-
-def format_duration(seconds):
-    """`seconds` as `H:MM:SS` (or `M:SS` under an hour); `?` when unknown.
-
-    Example:
-
-    >>> format_duration(3725)
-    '1:02:05'
-    """
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+from keras_transformer.utils.live_line import format_duration
 
 
 def format_progress(step, max_steps, loss, learning_rate, tokens_per_second, elapsed, eta):
@@ -29,7 +12,7 @@ def format_progress(step, max_steps, loss, learning_rate, tokens_per_second, ela
         loss: float, the mean training loss since the previous line.
         learning_rate: float, the rate of the last update.
         tokens_per_second: float or None, real target tokens per second.
-        elapsed: float, seconds since this process began training.
+        elapsed: float, seconds of training so far (earlier runs of a resumed one included).
         eta: float or None, seconds left.
 
     Returns:
@@ -52,31 +35,3 @@ def format_progress(step, max_steps, loss, learning_rate, tokens_per_second, ela
     if max_steps:
         parts.append(f"ETA {format_duration(eta)}")
     return " | ".join(parts)
-
-
-def write_progress(line, stream=None, final=False):
-    """Writes `line` to `stream` (stderr): rewritten in place on a terminal, else one line each.
-
-    Args:
-        line: str.
-        stream: a text stream, or None for `sys.stderr` at call time.
-        final: bool. On a terminal, end the line (the last update).
-    """
-    stream = sys.stderr if stream is None else stream
-    if _is_terminal(stream):
-        stream.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
-    else:
-        stream.write(line + "\n")
-    stream.flush()
-
-
-def end_live_line(stream=None):
-    """On a terminal, moves past a live progress line so the next message starts clean."""
-    stream = sys.stderr if stream is None else stream
-    if _is_terminal(stream):
-        stream.write("\r\x1b[K")
-
-
-def _is_terminal(stream):
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())

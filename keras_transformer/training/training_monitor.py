@@ -8,13 +8,14 @@ import keras
 from keras import ops
 
 from keras_transformer.training.batch_counter import BatchCounter
-from keras_transformer.training.csv_log import append_log_row, truncate_log
+from keras_transformer.training.csv_log import append_log_row, last_value, truncate_log
 from keras_transformer.training.optimizer_state import (
     accumulation_steps,
     batches_trained,
     inner_optimizer,
 )
-from keras_transformer.training.progress_line import format_progress, write_progress
+from keras_transformer.training.progress_line import format_progress
+from keras_transformer.utils.live_line import write_progress
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -30,11 +31,13 @@ class TrainingMonitor(keras.callbacks.Callback):
     (`step,loss,learning_rate,tokens_per_second,elapsed_seconds`), which
     survives restarts: a resumed run first drops the rows beyond its restored
     step (written after the checkpoint it resumes from), then appends, so the
-    file holds one row per step. With `progress=True` the same record is
-    also a line on stderr (`format_progress`: step of `max_steps`, loss,
-    learning rate, tokens/s, elapsed, ETA), rewritten in place when stderr
-    is a terminal. A record whose loss is not finite stops training with a
-    `FloatingPointError` naming the step (use `fit(verbose=0)` with it).
+    file holds one row per step, and its `elapsed_seconds` go on from the
+    last kept row: the training time of the run, not of this process. With
+    `progress=True` the same record is also a line on stderr
+    (`format_progress`: step of `max_steps`, loss, learning rate, tokens/s,
+    elapsed, ETA), rewritten in place when stderr is a terminal. A record
+    whose loss is not finite stops training with a `FloatingPointError`
+    naming the step (use `fit(verbose=0)` with it).
 
     Steps are optimizer updates (paper 5.3's step_num); with gradient
     accumulation one step takes `accumulation_steps` batches. The model's
@@ -103,6 +106,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             start = batches_trained(self.model.optimizer)
         self._counter = BatchCounter(start, accumulation_steps(self.model.optimizer))
         self._start_time = time.monotonic()
+        self._elapsed_before = 0.0  # training time of the earlier processes of a resumed run
         self._last = (0.0, 0.0, start, self._start_time)  # total, count, batch, time
         self._first_step = self._counter.step
         self._tracker_holds_training = True  # False from validation until the next epoch
@@ -110,7 +114,9 @@ class TrainingMonitor(keras.callbacks.Callback):
             import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
 
             os.makedirs(self.log_dir, exist_ok=True)
-            truncate_log(os.path.join(self.log_dir, self.CSV_NAME), self._counter.step)
+            log_path = os.path.join(self.log_dir, self.CSV_NAME)
+            truncate_log(log_path, self._counter.step)
+            self._elapsed_before = last_value(log_path, "elapsed_seconds") or 0.0
             self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
         if self.max_steps is not None and self._counter.step >= self.max_steps:
             self.model.stop_training = True
@@ -183,7 +189,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             "loss": loss,
             "learning_rate": self._last_learning_rate(),
             "tokens_per_second": tokens_per_second,
-            "elapsed_seconds": now - self._start_time,
+            "elapsed_seconds": self._elapsed_before + now - self._start_time,
         }
         if self._writer is not None:
             self._write(row)
