@@ -128,6 +128,7 @@ def cases(root):
         ([*train, "--pipeline-override", "token_budget=8"], "set by the run itself", out),
         ([*train, "--pipeline-override", "max_length=9999"], "token_budget", out),
         ([*train, "--average-last", "0"], "average_last` (--average-last) must be >= 1", out),
+        ([*train, "--average-last", "8", "--keep-checkpoints", "6"], "averaged at the end", out),
         ([*train, "--max-steps", "0"], "(--max-steps) must be >= 1", out),
         ([*train, "--max-steps", "ten"], "argument --max-steps: expected an int", out),
         ([*train, "--warmup-steps", "0"], "warmup_steps", out),

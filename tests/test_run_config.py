@@ -112,7 +112,9 @@ def test_resume_refuses_changed_training_settings_in_one_line(tmp_path):
     settings = run_settings(config, config.pipeline_config(), "first")
     write_run_config(settings, str(tmp_path))
     # Stopping later, checkpointing, decoding and exporting differently: the same run.
-    later = config.replace(train_steps=9000, average_last=1, beam_size=2, export=False)
+    later = config.replace(
+        train_steps=9000, average_last=1, keep_checkpoints=40, beam_size=2, export=False
+    )
     recorded = check_resumed_settings(run_settings(later, later.pipeline_config()), tmp_path)
     assert recorded["command_lines"] == ["first"]
     # The same model named another way is the same model.
@@ -131,3 +133,21 @@ def test_resume_refuses_changed_training_settings_in_one_line(tmp_path):
     started = f"started with seed=0, warmup_steps={config.warmup_steps}; this command "
     with pytest.raises(ValueError, match=started + "asks for seed=1, warmup_steps=10"):
         check_resumed_settings(run_settings(other, other.pipeline_config()), str(tmp_path))
+
+
+def test_checkpoints_kept_on_disk_and_averaged():
+    base = ExperimentConfig()  # the base preset averages 5 (6.1), the big one 20
+    assert (base.checkpoints_averaged(), base.checkpoints_kept()) == (5, 5)
+    big = ExperimentConfig(preset="big")
+    assert (big.checkpoints_averaged(), big.checkpoints_kept()) == (20, 20)
+    # Fewer averaged: at least 5 stay on disk; more may be asked for.
+    assert ExperimentConfig(average_last=2).checkpoints_kept() == 5
+    config = parse(QUICKSTART, ["--average-last", "10", "--keep-checkpoints", "40"])
+    assert (config.checkpoints_averaged(), config.checkpoints_kept()) == (10, 40)
+    # Fewer kept than averaged only where nothing is averaged at the end.
+    with pytest.raises(ValueError, match=r"`keep_checkpoints` must be >= the checkpoints "
+                       r"averaged at the end \(10\)\. Received: keep_checkpoints=3"):  # fmt: skip
+        ExperimentConfig(average_last=10, keep_checkpoints=3)
+    assert ExperimentConfig(average_last=10, keep_checkpoints=3, final_model="best")
+    with pytest.raises(ValueError, match="`keep_checkpoints` must be >= 1"):
+        ExperimentConfig(keep_checkpoints=0)

@@ -144,6 +144,12 @@ class ExperimentConfig(DataclassConfig):
         "Checkpoints averaged at the end (6.1: 5 base, 20 big); 1 keeps the last checkpoint "
         "without averaging; none takes the preset's.",
     )
+    keep_checkpoints: int | None = setting(
+        None,
+        "Checkpoints kept on disk, the newest (older ones are deleted); none: as many as "
+        "are averaged, at least 5. Keeping more lets you average other spans after training "
+        "(keras-transformer average) and gives --select-on-valid more to choose from.",
+    )
     beam_size: int = setting(4, "Beam width (6.1: 4).")
     alpha: float = setting(0.6, "Length penalty (6.1: 0.6).")
     max_extra_length: int = setting(50, "Output tokens beyond the input's (6.1: 50).")
@@ -248,7 +254,13 @@ class ExperimentConfig(DataclassConfig):
             )
         _at_least(self, 1, "vocabulary_size", "token_budget", "accumulation_steps", "beam_size")
         _at_least(self, 1, "train_steps", "warmup_steps", "log_every_steps", "average_last")
-        _at_least(self, 1, "checkpoint_every_steps")
+        _at_least(self, 1, "checkpoint_every_steps", "keep_checkpoints")
+        kept, averaged = self.checkpoints_kept(), self.checkpoints_averaged()
+        if self.final_model == "average" and kept < averaged:
+            raise ValueError(
+                f"`keep_checkpoints` must be >= the checkpoints averaged at the end "
+                f"({averaged}). Received: keep_checkpoints={kept}"
+            )
         _at_least(self, 0, "max_extra_length", "seed", "alpha")
         for name in ("learning_rate_scale", "checkpoint_every_minutes"):
             value = getattr(self, name)
@@ -288,6 +300,18 @@ class ExperimentConfig(DataclassConfig):
         get_preset(self.preset)
         self.model_config()
         self.pipeline_config()
+
+    def checkpoints_averaged(self):
+        """`average_last`, or the preset's number of averaged checkpoints (6.1)."""
+        if self.average_last is not None:
+            return self.average_last
+        return get_preset(self.preset).averaged_checkpoints
+
+    def checkpoints_kept(self):
+        """`keep_checkpoints`, or as many as are averaged and at least 5."""
+        if self.keep_checkpoints is not None:
+            return self.keep_checkpoints
+        return max(self.checkpoints_averaged(), 5)
 
     def model_config(self, vocabulary_size=None):
         """The run's `TransformerConfig`: the preset with `model_overrides` applied.

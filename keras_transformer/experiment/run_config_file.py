@@ -25,6 +25,7 @@ MAY_CHANGE_ON_RESUME = (
     "checkpoint_every_minutes",
     "checkpoint_every_steps",
     "average_last",
+    "keep_checkpoints",
     "beam_size",
     "alpha",
     "max_extra_length",

@@ -147,7 +147,7 @@ def _run(config, distribution, output_dir, splits, start_time):
     valid = None if splits.valid is None else valid_batches(config, splits.valid, tokenizer)
     setup = phases.compiled_model(config, preset, distribution, tokenizer, valid, output_dir)
     summary = phases.training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
-    selection = phases.final_weights(config, preset, setup, valid)
+    selection = phases.final_weights(config, setup, valid)
     paths = phases.save_model(setup, tokenizer, data_dir, output_dir)
     translator = config_translator(config, setup.model, tokenizer)
     sources, hypotheses, scores = phases.evaluation(config, translator, splits, paths, output_dir)

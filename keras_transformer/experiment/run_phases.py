@@ -118,10 +118,6 @@ def steps_to_train(config, preset):
     return preset.train_steps if config.train_steps is None else config.train_steps
 
 
-def _average_last(config, preset):
-    return preset.averaged_checkpoints if config.average_last is None else config.average_last
-
-
 def compiled_model(config, preset, distribution, tokenizer, valid, output_dir):
     """Phase 3: the compiled model, restored from the last checkpoint of a resumed run.
 
@@ -129,7 +125,7 @@ def compiled_model(config, preset, distribution, tokenizer, valid, output_dir):
         A `TrainingSetup`.
     """
     smoothing = preset.label_smoothing if config.label_smoothing is None else config.label_smoothing
-    average_last = _average_last(config, preset)
+    average_last = config.checkpoints_averaged()
     with distribution.scope:
         model = apply_distribute_workarounds(
             Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
@@ -153,7 +149,7 @@ def compiled_model(config, preset, distribution, tokenizer, valid, output_dir):
             os.path.join(output_dir, "checkpoints"),
             every_steps=config.checkpoint_every_steps,
             every_minutes=config.checkpoint_every_minutes,
-            keep=max(average_last, 5),
+            keep=config.checkpoints_kept(),
             # --final-model best or last: no average is put into the model at the end.
             average_last=average_last if config.final_model == "average" else None,
         )
@@ -237,7 +233,7 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
     return str(train.summary)
 
 
-def final_weights(config, preset, setup, valid):
+def final_weights(config, setup, valid):
     """Phase 5: averaging (paper 6.1), or selection on valid, or the best checkpoint.
 
     Returns:
@@ -250,7 +246,7 @@ def final_weights(config, preset, setup, valid):
     best_path = validation.best_path if validation is not None else None
     has_best = best_path is not None and os.path.exists(best_path)
     if config.select_on_valid:
-        average_last = _average_last(config, preset)
+        average_last = config.checkpoints_averaged()
         selection = select_on_valid(
             config, valid, model, checkpoint, average_last, validation, has_best
         )
