@@ -38,6 +38,11 @@ def test_candidates_are_the_average_then_each_checkpoint(three_checkpoints):
     assert list(candidates) == ["average of last 2", "ckpt-000100", "ckpt-000200", "ckpt-000300"]
     assert candidates["average of last 2"] == paths[1:]
     assert candidates["ckpt-000200"] == [paths[1]]
+    # A run that keeps more than it averages: the average of all of them comes second.
+    everything = checkpoint_candidates(paths, average_last=2, average_all=True)
+    assert list(everything)[:2] == ["average of last 2", "average of last 3"]
+    assert everything["average of last 3"] == paths and len(everything) == 5
+    assert len(checkpoint_candidates(paths, average_last=3, average_all=True)) == 4
     # One checkpoint, or no averaging: only the checkpoints themselves.
     assert list(checkpoint_candidates(paths[:1], average_last=5)) == ["ckpt-000100"]
     assert list(checkpoint_candidates(paths, average_last=None)) == [

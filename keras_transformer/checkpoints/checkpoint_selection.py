@@ -24,13 +24,16 @@ class CheckpointSelection:
         return f"selected {self.selected} (scores, {order} is better: {listed})"
 
 
-def checkpoint_candidates(paths, average_last):
+def checkpoint_candidates(paths, average_last, average_all=False):
     """The candidates a run offers for selection: each checkpoint alone and the average.
 
     Args:
         paths: the run's checkpoint files, oldest first (`latest_checkpoints`).
         average_last: int or None. Adds the average of the last
             `average_last` files (paper 6.1) as a candidate, tried first.
+        average_all: bool. Also add the average of all `paths`, second,
+            when there are more than `average_last` (a run that keeps more
+            checkpoints than it averages lets valid choose the span).
 
     Returns:
         dict name -> list of paths to average (one path: that checkpoint).
@@ -39,6 +42,8 @@ def checkpoint_candidates(paths, average_last):
     if average_last and len(paths) > 1:
         last = list(paths[-average_last:])
         candidates[f"average of last {len(last)}"] = last
+        if average_all and len(paths) > len(last):
+            candidates[f"average of last {len(paths)}"] = list(paths)
     for path in paths:
         name = os.path.basename(path).split(".", 1)[0]
         candidates[name] = [path]

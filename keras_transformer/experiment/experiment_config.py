@@ -148,7 +148,7 @@ class ExperimentConfig(DataclassConfig):
         None,
         "Checkpoints kept on disk, the newest (older ones are deleted); none: as many as "
         "are averaged, at least 5. Keeping more lets you average other spans after training "
-        "(keras-transformer average) and gives --select-on-valid more to choose from.",
+        "(keras-transformer average), and --select-on-valid also tries their average.",
     )
     beam_size: int = setting(4, "Beam width (6.1: 4).")
     alpha: float = setting(0.6, "Length penalty (6.1: 0.6).")
@@ -164,9 +164,10 @@ class ExperimentConfig(DataclassConfig):
     )
     select_on_valid: bool = setting(
         False,
-        "After training, keep whichever of the kept checkpoints, their average and the best "
-        "checkpoint scores best on --valid-split by --select-metric (the paper averages "
-        "without selecting, 6.1). Overrides --final-model.",
+        "After training, keep whichever of the kept checkpoints, their average (and with "
+        "--keep-checkpoints the average of all kept) and the best checkpoint scores best on "
+        "--valid-split by --select-metric (the paper averages without selecting, 6.1). "
+        "Overrides --final-model.",
     )
     select_metric: str = setting(
         "perplexity",

@@ -128,7 +128,7 @@ def valid_batches(config, paths, tokenizer):
 
 
 def select_on_valid(config, valid, model, checkpoint, average_last, validation, has_best):
-    """Keeps the candidate (kept checkpoints, their average, the best) best on valid.
+    """Keeps the candidate (kept checkpoints, their averages, the best) best on valid.
 
     Returns:
         A `CheckpointSelection`; `model` holds the selected weights.
@@ -136,7 +136,10 @@ def select_on_valid(config, valid, model, checkpoint, average_last, validation, 
     pattern = "ckpt-*.weights.h5"  # PeriodicCheckpoint's files
     kept = glob.glob(os.path.join(checkpoint.directory, pattern))
     candidates = checkpoint_candidates(
-        latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern), average_last
+        latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern),
+        average_last,
+        # Asked to keep more than it averages: the average of them all is a candidate too.
+        average_all=config.keep_checkpoints is not None,
     )
     if has_best:
         candidates["best"] = [validation.best_path]
