@@ -14,6 +14,7 @@ import os
 import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.live_line import is_terminal
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
@@ -261,7 +262,7 @@ def translate(args, stdout):
         batch_size=args.batch_size,
         num_results=args.n_best,
     )
-    show_progress = args.progress or sys.stderr.isatty()
+    show_progress = args.progress or is_terminal(sys.stderr)
     progress = CountProgress(None, "lines") if show_progress else None
     with _open_input(args.input) as source, _open_output(args.output, stdout) as target:
         chunks = LineChunks(source, args.chunk_size)

@@ -246,10 +246,7 @@ def final_weights(config, setup, valid):
     best_path = validation.best_path if validation is not None else None
     has_best = best_path is not None and os.path.exists(best_path)
     if config.select_on_valid:
-        average_last = config.checkpoints_averaged()
-        selection = select_on_valid(
-            config, valid, model, checkpoint, average_last, validation, has_best
-        )
+        selection = select_on_valid(config, valid, model, checkpoint, validation, has_best)
         logger.info("Checkpoint selection: %s", selection.format())
         if config.verbose:
             print(

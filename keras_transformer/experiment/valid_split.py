@@ -127,7 +127,7 @@ def valid_batches(config, paths, tokenizer):
     return corpus, batches.cache()
 
 
-def select_on_valid(config, valid, model, checkpoint, average_last, validation, has_best):
+def select_on_valid(config, valid, model, checkpoint, validation, has_best):
     """Keeps the candidate (kept checkpoints, their averages, the best) best on valid.
 
     Returns:
@@ -137,7 +137,7 @@ def select_on_valid(config, valid, model, checkpoint, average_last, validation, 
     kept = glob.glob(os.path.join(checkpoint.directory, pattern))
     candidates = checkpoint_candidates(
         latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern),
-        average_last,
+        config.checkpoints_averaged(),
         # Asked to keep more than it averages: the average of them all is a candidate too.
         average_all=config.keep_checkpoints is not None,
     )
