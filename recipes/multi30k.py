@@ -19,6 +19,8 @@ the same outputs.
 With the published baseline's batch of 8,192 tokens and its optimizer settings, for 2.5 times
 the training tokens, the same model reaches 40.56 cased sacreBLEU on test_2016_flickr en-de
 (docs/results.md, "With the published baseline's batch and optimizer settings", has the flags).
+`--vocabulary-lowercase` trains on lowercased text, as that baseline did, for the literature's
+lowercased comparison only.
 """
 
 import sys

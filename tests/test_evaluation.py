@@ -128,6 +128,36 @@ def test_bleu_and_chrf_agree_with_the_sacrebleu_command(files, num_references):
 
 
 @BACKEND_INDEPENDENT
+def test_lowercase_bleu_and_chrf_agree_with_the_sacrebleu_command(files, tmp_path, capsys):
+    expected_bleu, expected_chrf = sacrebleu_command(
+        [files["references"]], files["hypotheses"], "-m", "bleu", "chrf", "-lc",
+        "--chrf-lowercase",
+    )  # fmt: skip
+    scores = score_files(files["hypotheses"], files["references"], ("bleu", "chrf"), lowercase=True)
+    assert scores.bleu == pytest.approx(expected_bleu["score"], abs=1e-5)
+    assert scores.bleu_signature == expected_bleu["signature"]
+    assert scores.chrf == pytest.approx(expected_chrf["score"], abs=1e-5)
+    assert scores.chrf_signature == expected_chrf["signature"]
+    assert "case:lc" in scores.bleu_signature and "case:lc" in scores.chrf_signature
+    # A case-folded system's output: the cased metric punishes what the lowercased ignores.
+    folded = write_lines(tmp_path / "folded.de", [line.lower() for line in HYPOTHESES])
+    folded_scores = score_files(folded, files["references"], ("bleu", "chrf"), lowercase=True)
+    assert (folded_scores.bleu, folded_scores.chrf) == (scores.bleu, scores.chrf)
+    assert score_files(folded, files["references"], "bleu").bleu < scores.bleu - 5
+    # The command: --lowercase, or by default the setting a --run-dir was trained with.
+    argv = ["--hypotheses", folded, "--references", files["references"], "--metric", "bleu"]
+    assert main([*argv, "--lowercase", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == scores.bleu
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"experiment": {"vocabulary_lowercase": True}}))
+    assert main([*argv, "--run-dir", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == scores.bleu
+    assert main([*argv, "--run-dir", str(run), "--no-lowercase", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] < scores.bleu - 5
+
+
+@BACKEND_INDEPENDENT
 def test_tokenized_bleu_is_multi_bleu_of_the_tokenized_files(files, tmp_path):
     def prepare(lines):
         tokenized = moses_tokenize(lines, "de", replace_unicode_punctuation=True)

@@ -97,6 +97,30 @@ def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run
     assert len(rows) == 2 and rows[1].startswith("20,")  # header, then the last step
 
 
+@BACKEND_INDEPENDENT
+def test_a_lowercase_vocabulary_run_writes_and_scores_lowercase(wmt_files, tmp_path):
+    output = tmp_path / "lowercase"
+    result = run_recipe(
+        "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
+        "--max-steps", "10", "--vocabulary-size", "300", "--token-budget", "512",
+        "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
+        "--valid-split", "valid", "--no-export", "--vocabulary-lowercase",
+        "--pipeline-override", "bucket_growth=1.3",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
+    assert all(piece == piece.lower() for piece in tokenizer.get_vocabulary())
+    hypotheses = (output / "newstest2014.de.hyp").read_text(encoding="utf-8").split("\n")[:12]
+    assert all(line == line.lower() for line in hypotheses)
+    references = (wmt_files / "newstest2014.de").read_text(encoding="utf-8").split("\n")[:12]
+    assert any(line != line.lower() for line in references)
+    scores = json.loads((output / "scores.json").read_text())
+    assert "case:lc" in scores["bleu_signature"] and "case:lc" in scores["chrf_signature"]
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score
+    assert scores["bleu"] == pytest.approx(bleu, abs=1e-9)
+    assert json.loads((output / "config.json").read_text())["experiment"]["vocabulary_lowercase"]
+
+
 def test_pipeline_override_reaches_the_training_batches(wmt_run, wmt_files):
     output, stdout, _ = wmt_run
     tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())

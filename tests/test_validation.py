@@ -309,3 +309,27 @@ def test_bad_arguments_are_named():
         ValidationCallback(None, ["a"], ["a"], None, patience=-1)
     with pytest.raises(ValueError, match="2 sources but 1 references"):
         ValidationCallback(None, ["a", "b"], ["a"], None)
+
+
+def test_lowercase_bleu_ignores_case_and_only_case(data):
+    _, english, german = data
+
+    class CaseFoldedTranslator:  # a model trained on case-folded text writes lowercase
+        def translate(self, sources, verbose=0):
+            return [german[english.index(source)].lower() for source in sources]
+
+    sources = english[100:116]
+    outputs = CaseFoldedTranslator().translate(sources)
+    references = german[100:108] + german[120:128]  # half right but for case, half wrong
+    bleu = {}
+    for lowercase in (False, True):
+        callback = ValidationCallback(
+            CaseFoldedTranslator(), sources, references, None, lowercase=lowercase
+        )
+        callback.set_model(compiled_model())
+        bleu[lowercase] = callback.compute_metrics()["bleu"]
+    assert bleu[True] == pytest.approx(
+        sacrebleu.corpus_bleu(outputs, [references], lowercase=True).score, abs=1e-9
+    )
+    assert bleu[False] == pytest.approx(sacrebleu.corpus_bleu(outputs, [references]).score)
+    assert 0 < bleu[False] < bleu[True] - 10 and bleu[True] < 100

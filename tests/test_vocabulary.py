@@ -135,6 +135,29 @@ def test_bpe_does_not_depend_on_threads(corpus):
     assert one == four
 
 
+def test_lowercase_vocabulary_case_folds_in_python_and_in_the_graph(corpus, tmp_path):
+    from keras_transformer.experiment.experiment_config import ExperimentConfig
+    from keras_transformer.experiment.run_phases import vocabulary
+
+    config = ExperimentConfig(vocabulary_size=300, vocabulary_lowercase=True)
+    folded = vocabulary(config, corpus, str(tmp_path))
+    assert (tmp_path / "vocabulary.model").exists()
+    cased = [sentence for sentence in corpus.targets[:50] if sentence != sentence.lower()]
+    assert cased
+    lower = [sentence.lower() for sentence in cased]
+    ids = folded.tokenize(cased)
+    assert ids == folded.tokenize(lower)
+    assert folded.detokenize(ids) == lower
+    # The tf.data and SavedModel path (tf-text) applies the same normalization.
+    dataset = tf.data.Dataset.from_tensor_slices(cased).batch(16).map(folded)
+    graph_ids = [row for batch in dataset for row in batch.to_list()]
+    assert graph_ids == ids
+    # No piece of the folded vocabulary has an upper-case letter; the default keeps case.
+    assert not any(piece != piece.lower() for piece in folded.get_vocabulary())
+    kept = vocabulary(config.replace(vocabulary_lowercase=False), corpus, str(tmp_path / "cased"))
+    assert kept.tokenize(cased) != ids
+
+
 def test_unigram_byte_fallback_and_coverage(corpus):
     sentences = [*corpus.sources, *corpus.targets, "Ein Юрий war hier."]
     unigram = train_vocabulary(sentences, 400, model_type="unigram", byte_fallback=True)

@@ -74,6 +74,13 @@ def build_parser():
         "multi30k_bleu (default: %(default)s).",
     )
     parser.add_argument(
+        "--lowercase",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Case-insensitive bleu and chrf (their signatures say case:lc), for a model "
+        "trained with --vocabulary-lowercase (default: as the --run-dir was trained, else off).",
+    )
+    parser.add_argument(
         "--json",
         nargs="?",
         const="-",
@@ -100,6 +107,9 @@ def main(argv=None):
             run = RunDirectory(args.run_dir)
             args.hypotheses = args.hypotheses or run.hypotheses_file()
             args.references = args.references or [run.reference_file(args.hypotheses)]
+            if args.lowercase is None:
+                experiment = (run.settings() or {}).get("experiment", {})
+                args.lowercase = bool(experiment.get("vocabulary_lowercase", False))
         except ValueError as error:
             parser.error(f"--run-dir {error}")
     for flag in ("hypotheses", "references"):
@@ -114,7 +124,11 @@ def main(argv=None):
             parser.error(str(error))
     try:
         scores = score_files(
-            args.hypotheses, args.references, metrics=args.metric, language=args.language
+            args.hypotheses,
+            args.references,
+            metrics=args.metric,
+            language=args.language,
+            lowercase=bool(args.lowercase),
         )
     except (OSError, ValueError) as error:
         # A file problem is the user's to fix: one line, no traceback.

@@ -79,7 +79,7 @@ def sacre_bleu(hypotheses, references, tokenize="13a", lowercase=False):
     return score.score, str(metric.get_signature())
 
 
-def chrf(hypotheses, references, word_order=0):
+def chrf(hypotheses, references, word_order=0, lowercase=False):
     """Corpus chrF (Popovic, 2015) with sacreBLEU's defaults, with its signature.
 
     Character n-grams up to 6, beta = 2: the same number as
@@ -91,6 +91,7 @@ def chrf(hypotheses, references, word_order=0):
         hypotheses: sequence of str, detokenized system outputs.
         references: one reference set (sequence of str) or several.
         word_order: int. 0 for chrF, 2 for chrF++.
+        lowercase: bool. Case-insensitive chrF; changes the signature.
 
     Returns:
         `(score, signature)`: chrF in [0, 100] and sacreBLEU's signature string.
@@ -102,7 +103,7 @@ def chrf(hypotheses, references, word_order=0):
     100.0
     """
     sets = reference_sets(hypotheses, references)
-    metric = CHRF(word_order=word_order)
+    metric = CHRF(word_order=word_order, lowercase=lowercase)
     score = metric.corpus_score(list(hypotheses), sets)
     return score.score, str(metric.get_signature())
 

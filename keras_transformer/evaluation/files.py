@@ -36,6 +36,7 @@ def score_files(
     references,
     metrics=DEFAULT_METRICS,
     language="de",
+    lowercase=False,
 ):
     """Scores a hypothesis file against one or more reference files.
 
@@ -48,6 +49,8 @@ def score_files(
             "multi30k_bleu" (lowercased tokenized).
         language: str. Moses tokenizer language of the target side, for the
             tokenized BLEU variants.
+        lowercase: bool. Case-insensitive "bleu" and "chrf" (their signatures
+            say `case:lc`), for a model trained on case-folded text.
 
     Returns:
         An `EvaluationScores`; metrics not requested are None.
@@ -84,9 +87,13 @@ def score_files(
 
     scores = {}
     if "bleu" in metrics:
-        scores["bleu"], scores["bleu_signature"] = sacre_bleu(hypothesis_lines, reference_sets)
+        scores["bleu"], scores["bleu_signature"] = sacre_bleu(
+            hypothesis_lines, reference_sets, lowercase=lowercase
+        )
     if "chrf" in metrics:
-        scores["chrf"], scores["chrf_signature"] = chrf(hypothesis_lines, reference_sets)
+        scores["chrf"], scores["chrf_signature"] = chrf(
+            hypothesis_lines, reference_sets, lowercase=lowercase
+        )
     if "tokenized_bleu" in metrics:
         scores["tokenized_bleu"] = tokenized_bleu(hypothesis_lines, reference_sets, language)
     if "multi30k_bleu" in metrics:

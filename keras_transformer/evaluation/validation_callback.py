@@ -74,6 +74,8 @@ class ValidationCallback(keras.callbacks.Callback):
         verbose: bool. Write the lines (False: only the CSV and TensorBoard).
         monitor: a `TrainingMonitor` or None, told the time each validation
             takes so that its tokens/s counts training only.
+        lowercase: bool. Case-insensitive BLEU, for a model trained on
+            case-folded text.
 
     Example:
 
@@ -104,6 +106,7 @@ class ValidationCallback(keras.callbacks.Callback):
         stream=None,
         verbose=True,
         monitor=None,
+        lowercase=False,
     ):
         super().__init__()
         if best_metric not in METRICS:
@@ -133,6 +136,7 @@ class ValidationCallback(keras.callbacks.Callback):
         self.stream = stream
         self.verbose = verbose
         self.monitor = monitor
+        self.lowercase = lowercase
         self.best = None  # the best value of `best_metric` so far
         self.best_step = None
         self.without_improvement = 0  # validations since the best
@@ -254,7 +258,7 @@ class ValidationCallback(keras.callbacks.Callback):
             metrics["loss"] = math.log(metrics["perplexity"])
         if bleu and self.sources:
             hypotheses = self.translator.translate(self.sources, verbose=0)
-            metrics["bleu"], _ = sacre_bleu(hypotheses, [self.references])
+            metrics["bleu"], _ = sacre_bleu(hypotheses, [self.references], lowercase=self.lowercase)
         return metrics
 
     def validate(self, step):

@@ -18,6 +18,7 @@ DATA_ORDER_FIELDS = (
     "synthetic_sizes",
     "vocabulary_size",
     "vocabulary_type",
+    "vocabulary_lowercase",
     "token_budget",
     "pipeline_overrides",
     "accumulation_steps",

@@ -79,6 +79,12 @@ class ExperimentConfig(DataclassConfig):
         "bpe (en-de) or unigram (SentencePiece's closest stand-in for word-pieces, en-fr).",
         choices=VOCABULARY_TYPES,
     )
+    vocabulary_lowercase: bool = setting(
+        False,
+        "Case-fold all text in the vocabulary (SentencePiece's nmt_nfkc_cf), as the Multi30k "
+        "literature's lowercased training text: the model reads and writes lowercase, and the "
+        "run's BLEU and chrF (valid and test) ignore case, as their signatures say (case:lc).",
+    )
     preset: str = setting(
         "base",
         "Model preset: base, big, table3-A1 ... table3-E.",

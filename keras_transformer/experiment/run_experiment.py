@@ -153,7 +153,9 @@ def _run(config, distribution, output_dir, splits, start_time):
     sources, hypotheses, scores = phases.evaluation(config, translator, splits, paths, output_dir)
     valid_scores = None
     if config.evaluate_valid and valid is not None:
-        valid_scores = score_valid_split(valid, setup.model, translator, setup.validation)
+        valid_scores = score_valid_split(
+            valid, setup.model, translator, setup.validation, config.vocabulary_lowercase
+        )
     served = phases.export(config, setup.model, tokenizer, sources, paths, output_dir)
 
     return ExperimentResult(

@@ -108,6 +108,7 @@ def vocabulary(config, corpus, output_dir):
         corpus,
         vocabulary_size=config.vocabulary_size,
         model_type=config.vocabulary_type,
+        lowercase=config.vocabulary_lowercase,
         seed=config.seed,
         output_path=path,
     )
@@ -307,7 +308,11 @@ def evaluation(config, translator, splits, paths, output_dir):
         logger.warning("%s in %s", message, paths["translations"])
     write_lines_atomic([(paths["translations"], hypotheses)])
     scores = score_files(
-        paths["translations"], test_files[1], config.metrics, language=config.target_language
+        paths["translations"],
+        test_files[1],
+        config.metrics,
+        language=config.target_language,
+        lowercase=config.vocabulary_lowercase,
     )
     paths["scores"] = os.path.join(output_dir, "scores.json")
     with atomic_output(paths["scores"], "w") as file:

@@ -101,6 +101,7 @@ def validation_callback(config, valid, model, tokenizer, output_dir, start):
         patience=config.patience,
         start_step=start,
         verbose=bool(config.verbose),
+        lowercase=config.vocabulary_lowercase,
     )
 
 
@@ -169,16 +170,17 @@ def _perplexity_score(valid, model, validation):
     return lambda scored: perplexity(scored, batches, batch_nll=batch_nll)
 
 
-def score_valid_split(valid, model, translator, validation=None):
+def score_valid_split(valid, model, translator, validation=None, lowercase=False):
     """Table 3's dev columns: per-token perplexity (no smoothing) and sacreBLEU.
 
     `validation`, the run's `ValidationCallback` if any, lends its compiled
-    perplexity program.
+    perplexity program. `lowercase` makes the BLEU case-insensitive (for a
+    case-folded vocabulary).
 
     Returns:
         A dict with `"perplexity"` and `"bleu"`.
     """
     corpus, _ = valid
     hypotheses = translator.translate(list(corpus.sources))
-    bleu, _ = sacre_bleu(hypotheses, [list(corpus.targets)])
+    bleu, _ = sacre_bleu(hypotheses, [list(corpus.targets)], lowercase=lowercase)
     return {"perplexity": _perplexity_score(valid, model, validation)(model), "bleu": bleu}
