@@ -154,7 +154,11 @@ def _run(config, distribution, output_dir, splits, start_time):
     valid_scores = None
     if config.evaluate_valid and valid is not None:
         valid_scores = score_valid_split(
-            valid, setup.model, translator, setup.validation, config.vocabulary_lowercase
+            valid,
+            setup.model,
+            translator,
+            setup.validation,
+            lowercase=config.vocabulary_lowercase,
         )
     served = phases.export(config, setup.model, tokenizer, sources, paths, output_dir)
 
