@@ -1,10 +1,12 @@
+import threading
+
 import keras
 import numpy as np
 import pytest
 from conftest import to_numpy
 from references import numpy_attention
 
-from keras_transformer.layers import MultiHeadAttention
+from keras_transformer.layers import MultiHeadAttention, TokenEmbedding
 from keras_transformer.layers.matrix_glorot_uniform import MatrixGlorotUniform
 
 
@@ -71,6 +73,41 @@ def test_fixed_matrices_give_the_same_outputs_and_follow_weight_changes():
     np.testing.assert_allclose(
         doubled, 2.0 * expected[1] - to_numpy(layer.output_dense.bias), atol=1e-5
     )
+
+
+@pytest.mark.parametrize("layer_name", ["attention", "embedding"])
+def test_prepared_matrices_are_seen_only_in_the_thread_that_prepared_them(layer_name):
+    # While one thread traces a decoding loop with the prepared matrices, another
+    # calling the same layer (a server decoding two requests) reads the weights.
+    rng = np.random.default_rng(6)
+    if layer_name == "attention":
+        layer = MultiHeadAttention(num_heads=2, key_dim=4)
+        query = rng.normal(size=(2, 3, 8)).astype("float32")
+        memory = rng.normal(size=(2, 5, 8)).astype("float32")
+        call, prepare = (lambda: layer(query, memory)), layer.fixed_matrices
+    else:
+        layer = TokenEmbedding(vocabulary_size=10, embedding_dim=8)
+        states = rng.normal(size=(2, 3, 8)).astype("float32")
+        call, prepare = (lambda: layer(states, reverse=True)), layer.fixed_output_matrix
+    before = to_numpy(call())
+    weight = layer.output_dense.kernel if layer_name == "attention" else layer.embeddings
+    entered, release = threading.Event(), threading.Event()
+
+    def hold():
+        with prepare():
+            entered.set()
+            release.wait(timeout=60)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert entered.wait(timeout=60)
+        weight.assign(2.0 * to_numpy(weight))  # the other thread's matrices are the old ones
+        after = to_numpy(call())
+    finally:
+        release.set()
+        thread.join()
+    np.testing.assert_allclose(after, 2.0 * before, rtol=1e-5, atol=1e-5)
 
 
 def test_static_cache_equals_recomputing_keys_and_values():

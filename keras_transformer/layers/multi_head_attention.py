@@ -12,7 +12,7 @@ from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import add_bias
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
 from keras_transformer.layers.matrix_glorot_uniform import MatrixGlorotUniform
-from keras_transformer.layers.utils import clone_initializer
+from keras_transformer.layers.utils import clone_initializer, current_thread_value, thread_value
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -283,7 +283,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Inside `fixed_matrices` they come from its memo, computed once outside the
         decoding loop.
         """
-        memo = getattr(self, "_fixed_matrices", None)
+        memo = current_thread_value(self)
         if memo is not None and denses in memo:
             return memo[denses]
         kernels, biases = zip(*(self._matrix(dense) for dense in denses), strict=True)
@@ -301,19 +301,15 @@ class MultiHeadAttention(keras.layers.Layer):
         loop, the reshaped, scaled and concatenated kernels of `_matrix` are
         recomputed at every step of a TensorFlow graph (XLA hoists them itself).
         Enter this in the same trace as the loop, before it; the values are the
-        same either way.
+        same either way. Only calls made in the thread that entered see them.
         """
         if not self.built:
             raise ValueError("`fixed_matrices` needs a built layer: call it once first.")
         q, k, v, o = self.query_dense, self.key_dense, self.value_dense, self.output_dense
         groups = ((q, k, v), (q,), (k, v), (o,))
         fixed = {denses: self._matrices(denses) for denses in groups}
-        # Plain attributes: Keras would track a dict of tensors as layer state.
-        object.__setattr__(self, "_fixed_matrices", fixed)
-        try:
+        with thread_value(self, fixed):  # not an attribute: Keras would track it as state
             yield
-        finally:
-            object.__setattr__(self, "_fixed_matrices", None)
 
     def _project(self, inputs, denses):
         """Projects `inputs` (batch, length, d_in) through `denses` with one matmul.

@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.kernel_matmul import kernel_matmul
+from keras_transformer.layers.utils import current_thread_value, thread_value
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -78,20 +79,17 @@ class TokenEmbedding(keras.layers.Layer):
         loop, TensorFlow's graph multiplies by the transposed matrix at every
         step, and its CPU matmul runs about half as fast with the second
         operand transposed. Enter this in the same trace as the loop, before
-        it; the values are the same either way.
+        it; the values are the same either way. Only calls made in the thread
+        that entered see the transposed matrix.
         """
         if not self.built:
             raise ValueError("`fixed_output_matrix` needs a built layer: call it once first.")
         transposed = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
-        # A plain attribute: Keras would track a tensor as layer state.
-        object.__setattr__(self, "_fixed_output", transposed)  # (embedding_dim, vocabulary)
-        try:
+        with thread_value(self, transposed):  # (embedding_dim, vocabulary)
             yield
-        finally:
-            object.__setattr__(self, "_fixed_output", None)
 
     def call(self, inputs, reverse=False):
-        fixed = getattr(self, "_fixed_output", None)
+        fixed = current_thread_value(self)
         if reverse and fixed is not None and fixed.dtype == inputs.dtype:
             return ops.cast(ops.matmul(inputs, fixed), "float32")
         if reverse:

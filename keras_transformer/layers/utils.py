@@ -1,5 +1,8 @@
 """Small helpers shared by the layers."""
 
+import contextlib
+import threading
+
 import keras
 
 
@@ -11,3 +14,35 @@ def clone_initializer(initializer):
     """
     initializer = keras.initializers.get(initializer)
     return initializer.__class__.from_config(initializer.get_config())
+
+
+# Values a layer prepared for the trace under way in this thread, by layer.
+_thread_values = threading.local()
+
+
+@contextlib.contextmanager
+def thread_value(layer, value):
+    """Makes `value` what `current_thread_value(layer)` returns in this thread, inside.
+
+    A decoding loop's weight matrices are prepared once per trace and read by
+    the layer's calls in that trace. Another thread tracing the same layer at
+    the same time (a server translating two requests) must not see them: they
+    belong to the other trace's graph, and they would not follow the weights
+    after an update.
+    """
+    values = _thread_values.__dict__.setdefault("by_layer", {})
+    key = id(layer)
+    previous = values.get(key)
+    values[key] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del values[key]
+        else:
+            values[key] = previous
+
+
+def current_thread_value(layer):
+    """The value `layer` entered with `thread_value` in this thread, or `None`."""
+    return _thread_values.__dict__.get("by_layer", {}).get(id(layer))
