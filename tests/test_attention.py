@@ -85,12 +85,14 @@ def test_prepared_matrices_are_seen_only_in_the_thread_that_prepared_them(layer_
         query = rng.normal(size=(2, 3, 8)).astype("float32")
         memory = rng.normal(size=(2, 5, 8)).astype("float32")
         call, prepare = (lambda: layer(query, memory)), layer.fixed_matrices
+        before = to_numpy(call())  # builds the layer
+        weight = layer.output_dense.kernel
     else:
         layer = TokenEmbedding(vocabulary_size=10, embedding_dim=8)
         states = rng.normal(size=(2, 3, 8)).astype("float32")
         call, prepare = (lambda: layer(states, reverse=True)), layer.fixed_output_matrix
-    before = to_numpy(call())
-    weight = layer.output_dense.kernel if layer_name == "attention" else layer.embeddings
+        before = to_numpy(call())
+        weight = layer.embeddings
     entered, release = threading.Event(), threading.Event()
 
     def hold():

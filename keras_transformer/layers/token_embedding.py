@@ -89,10 +89,10 @@ class TokenEmbedding(keras.layers.Layer):
             yield
 
     def call(self, inputs, reverse=False):
-        fixed = current_thread_value(self)
-        if reverse and fixed is not None and fixed.dtype == inputs.dtype:
-            return ops.cast(ops.matmul(inputs, fixed), "float32")
         if reverse:
+            fixed = current_thread_value(self)
+            if fixed is not None and fixed.dtype == inputs.dtype:
+                return ops.cast(ops.matmul(inputs, fixed), "float32")
             kernel = ops.cast(self.embeddings, inputs.dtype)
             # `kernel_matmul`: a faster embedding gradient on JAX's CPU backend.
             logits = kernel_matmul(inputs, kernel, transpose_kernel=True)

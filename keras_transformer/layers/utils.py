@@ -30,7 +30,9 @@ def thread_value(layer, value):
     belong to the other trace's graph, and they would not follow the weights
     after an update.
     """
-    values = _thread_values.__dict__.setdefault("by_layer", {})
+    if not hasattr(_thread_values, "by_layer"):
+        _thread_values.by_layer = {}
+    values = _thread_values.by_layer
     key = id(layer)
     previous = values.get(key)
     values[key] = value
@@ -45,4 +47,4 @@ def thread_value(layer, value):
 
 def current_thread_value(layer):
     """The value `layer` entered with `thread_value` in this thread, or `None`."""
-    return _thread_values.__dict__.get("by_layer", {}).get(id(layer))
+    return getattr(_thread_values, "by_layer", {}).get(id(layer))
