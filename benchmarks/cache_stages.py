@@ -14,12 +14,13 @@ the script exits with an error otherwise. Compilation (the first call) is timed 
 """
 
 import argparse
+import functools
 import sys
 import time
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_model_arguments(parser):
+    """The untrained model and source batch of a search comparison (base size by default)."""
     parser.add_argument("--batch-size", type=int, default=32, help="Sources per batch.")
     parser.add_argument("--source-length", type=int, default=14, help="Source ids, EOS included.")
     parser.add_argument("--max-extra-length", type=int, default=50, help="Paper: 50.")
@@ -30,18 +31,15 @@ def parse_args():
     parser.add_argument("--intermediate-dim", type=int, default=2048, help="d_ff (base: 2048).")
     parser.add_argument("--vocabulary-size", type=int, default=8000, help="Shared vocabulary.")
     parser.add_argument("--repeats", type=int, default=4, help="Timed calls of each search.")
-    return parser.parse_args()
 
 
-def main():
-    args = parse_args()
+def untrained_model(args):
+    """A `Seq2SeqTransformer` of the arguments' size, seeded, and random source ids ending in EOS
+    (id 3): (model, ids)."""
     import keras
     import numpy as np
 
-    if keras.backend.backend() != "jax":
-        sys.exit("error: cache stages exist on JAX only: run with KERAS_BACKEND=jax")
     from keras_transformer import Seq2SeqTransformer, TransformerConfig
-    from keras_transformer.decoding import build_beam_search, search_state
 
     keras.utils.set_random_seed(0)
     config = TransformerConfig(
@@ -54,54 +52,92 @@ def main():
     )
     model = Seq2SeqTransformer(config)
     model.build()
-    eos_id = 3
     rng = np.random.default_rng(0)
     ids = rng.integers(4, args.vocabulary_size, (args.batch_size, args.source_length), "int32")
-    ids[:, -1] = eos_id
-    num_steps = args.source_length + args.max_extra_length + 1
-    staged = search_state.cache_stages
-    searches, outputs = {}, {}
-    for name, stages in (("one stage", lambda n: (n,)), ("two stages", staged)):
-        search_state.cache_stages = stages  # read when the search is traced, in its first call
-        try:
-            search = build_beam_search(
-                model,
-                bos_id=2,
-                eos_id=eos_id,
-                beam_size=args.beam_size,
-                max_extra_length=args.max_extra_length,
-            )
-            start = time.perf_counter()
-            outputs[name] = [keras.ops.convert_to_numpy(x) for x in search(ids)]
-            print(
-                f"{name:>10}: buffers {stages(num_steps)}, first call (compilation) "
-                f"{time.perf_counter() - start:.1f}s",
-                file=sys.stderr,
-            )
-        finally:
-            search_state.cache_stages = staged
-        searches[name] = search
-    (tokens, scores), (staged_tokens, staged_scores) = outputs.values()
-    if not (
-        np.array_equal(tokens, staged_tokens) and np.allclose(scores, staged_scores, atol=1e-4)
-    ):
+    ids[:, -1] = EOS_ID
+    return model, ids
+
+
+EOS_ID = 3
+
+
+def compare(searches, ids, repeats):
+    """Checks that the searches return the same outputs, then times them in turns.
+
+    `searches` maps two names to compiled searches. Exits with an error if their tokens differ
+    or their scores differ beyond float rounding. Prints each one's median time and returns the
+    medians by name.
+    """
+    import keras
+    import numpy as np
+
+    outputs = {}
+    for name, search in searches.items():
+        start = time.perf_counter()
+        outputs[name] = [keras.ops.convert_to_numpy(x) for x in search(ids)]
+        print(f"{name:>12}: first call (compilation) {time.perf_counter() - start:.1f}s",
+              file=sys.stderr)  # fmt: skip
+    (tokens, scores), (other_tokens, other_scores) = outputs.values()
+    if not (np.array_equal(tokens, other_tokens) and np.allclose(scores, other_scores, atol=1e-4)):
         sys.exit("error: the two searches returned different outputs")
     timings = {name: [] for name in searches}
-    for repeat in range(args.repeats):
+    for repeat in range(repeats):
         order = list(searches) if repeat % 2 == 0 else list(searches)[::-1]
         for name in order:
             start = time.perf_counter()
             keras.ops.convert_to_numpy(searches[name](ids)[0])
             timings[name].append(time.perf_counter() - start)
+    medians = {name: float(np.median(values)) for name, values in timings.items()}
+    for name, values in timings.items():
+        print(f"{name:>12}: median {medians[name]:.2f}s ({', '.join(f'{v:.2f}' for v in values)})")
+    print("same tokens and scores in both searches")
+    return medians
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_model_arguments(parser)
+    args = parser.parse_args()
+    import keras
+
+    if keras.backend.backend() != "jax":
+        sys.exit("error: cache stages exist on JAX only: run with KERAS_BACKEND=jax")
+    from keras_transformer.decoding import build_beam_search, search_state
+
+    model, ids = untrained_model(args)
+    num_steps = args.source_length + args.max_extra_length + 1
+    staged = search_state.cache_stages
+    searches = {}
+    for name, stages in (("one stage", lambda n: (n,)), ("two stages", staged)):
+        search = build_beam_search(
+            model,
+            bos_id=2,
+            eos_id=EOS_ID,
+            beam_size=args.beam_size,
+            max_extra_length=args.max_extra_length,
+        )
+        # The stages are read when a search is traced, in its first call.
+        searches[name] = functools.partial(traced_with, search, stages)
+        print(f"{name:>12}: buffers {stages(num_steps)}", file=sys.stderr)
     print(
         f"batch={args.batch_size} beam={args.beam_size} steps={num_steps} "
         f"d_model={args.d_model} layers={args.num_layers}+{args.num_layers}"
     )
-    medians = {name: float(np.median(values)) for name, values in timings.items()}
-    for name, values in timings.items():
-        print(f"{name:>10}: median {medians[name]:.2f}s ({', '.join(f'{v:.2f}' for v in values)})")
-    print("same tokens and scores in both searches")
+    medians = compare(searches, ids, args.repeats)
     print(f"two stages / one stage time: {medians['two stages'] / medians['one stage']:.3f}x")
+
+
+def traced_with(search, stages, ids):
+    """`search(ids)` with `search_state.cache_stages` set to `stages` while it runs (and, in
+    the first call, is traced)."""
+    from keras_transformer.decoding import search_state
+
+    staged = search_state.cache_stages
+    search_state.cache_stages = stages
+    try:
+        return search(ids)
+    finally:
+        search_state.cache_stages = staged
 
 
 if __name__ == "__main__":

@@ -41,6 +41,11 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads.")
     parser.add_argument("--repeats", type=int, default=2, help="Timed passes per decoder.")
+    parser.add_argument(
+        "--keep-settled-rows", action="store_true",
+        help="Also time ours with settled sources kept in the loop (drop_settled=False), the "
+        "reference for dropping them.",
+    )  # fmt: skip
     return parser.parse_args()
 
 
@@ -107,6 +112,19 @@ def main():
     seconds["ours"], outputs["ours"] = best_time(
         lambda: translator.translate(sources, verbose=0), args.repeats
     )
+    if args.keep_settled_rows:
+        keeping = Translator(
+            model,
+            tokenizer,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            max_extra_length=args.max_extra_length,
+            batch_size=args.batch_size,
+            drop_settled=False,
+        )
+        seconds["ours, rows kept"], outputs["ours, rows kept"] = best_time(
+            lambda: keeping.translate(sources, verbose=0), args.repeats
+        )
     with tempfile.TemporaryDirectory() as directory:
         path = export_ctranslate2(model, tokenizer, os.path.join(directory, "model"))
         processor = spm.SentencePieceProcessor(model_file=os.path.join(path, "vocabulary.model"))

@@ -272,6 +272,18 @@ def growing_cache():
     return keras.backend.backend() != "jax"
 
 
+def shrinking_batch():
+    """Whether a decoding loop may drop the rows it has finished with.
+
+    Beam search settles sources at different steps; on TensorFlow and torch,
+    whose loops let a tensor's shape change (`decoding_loop`), the settled
+    sources leave the loop state and later steps compute only the others.
+    `jax.jit` compiles a loop for fixed shapes, so there every row stays until
+    the whole batch is done.
+    """
+    return keras.backend.backend() != "jax"
+
+
 def update_cache(cache, update, index):
     """`cache` with `update` written at positions `index, ...` of axis 2.
 
@@ -304,8 +316,9 @@ def decoding_loop(cond, body, loop_vars):
     """`ops.while_loop` for a decoding loop whose cache may grow (`growing_cache`).
 
     On TensorFlow a `while` loop keeps each tensor's shape unless told
-    otherwise: every rank-4 loop variable, a (batch, heads, length, dim)
-    cache, may change its length (axis 2) from one step to the next.
+    otherwise: every loop variable may change its batch (axis 0, as settled
+    rows leave: `shrinking_batch`), and every rank-4 one, a (batch, heads,
+    length, dim) cache, its length (axis 2), from one step to the next.
     """
     if keras.backend.backend() != "tensorflow":
         return ops.while_loop(cond, body, loop_vars)
@@ -314,7 +327,9 @@ def decoding_loop(cond, body, loop_vars):
     def invariant(tensor):
         shape = tf.TensorShape(tensor.shape)
         if shape.rank == 4:
-            return tf.TensorShape([shape[0], shape[1], None, shape[3]])
+            return tf.TensorShape([None, shape[1], None, shape[3]])
+        if shape.rank:
+            return tf.TensorShape([None, *shape[1:]])
         return shape
 
     loop_vars = tuple(loop_vars)

@@ -190,6 +190,21 @@ def test_decoding_speed_runs(data_dir):
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
 
 
+@only_under("tensorflow", "settled sources leave the loop on TensorFlow and torch; one is enough")
+def test_settled_rows_runs():
+    output = run_benchmark(
+        "settled_rows", "--num-layers", "1", "--d-model", "16", "--num-heads", "2",
+        "--intermediate-dim", "32", "--vocabulary-size", "50", "--batch-size", "4",
+        "--max-extra-length", "3", "--repeats", "1",
+    )  # fmt: skip
+    # The second computation path: the script exits non-zero unless both searches give the
+    # same tokens and scores. No speed is asserted.
+    assert re.search(r"^batch=4 beam=4 steps=\d+-\d+ \(row-steps needed / run: 0\.\d+\)", output,
+                     re.M), output  # fmt: skip
+    assert re.search(r"^same tokens and scores in both searches$", output, re.M), output
+    assert re.search(r"^rows kept / settled out time: [\d.]+x$", output, re.M), output
+
+
 @only_under("jax", "cache stages exist on JAX only")
 def test_cache_stages_runs():
     output = run_benchmark(
@@ -253,9 +268,11 @@ def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path)
     output = run_benchmark(
         "translate_speed", "--model", str(tmp_path), "--input", str(tmp_path / "input.en"),
         "--max-extra-length", "3", "--batch-size", "4", "--repeats", "1",
-        "--references", str(tmp_path / "references.de"),
+        "--references", str(tmp_path / "references.de"), "--keep-settled-rows",
     )  # fmt: skip
     assert re.search(r"^backend=tensorflow .* sentences=6 beam=4 alpha=0.6 batch=4 ", output, re.M)
+    # Keeping settled sources in the loop is the reference: the same translations.
+    assert re.search(r"^ *ours, rows kept: .* same translation as ours: 6 of 6;", output, re.M)
     for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8"):
         pattern = rf"^ *{decoder}: +[\d.]+ sentences/s .* of 6; sacreBLEU [\d.]+$"
         assert re.search(pattern, output, re.M), output

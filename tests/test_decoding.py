@@ -8,6 +8,7 @@ from conftest import small_config, to_numpy
 from keras import ops
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer.backend import shrinking_batch
 from keras_transformer.decoding import build_beam_search, build_greedy_search, length_penalty
 from keras_transformer.decoding.search_state import cache_stages
 
@@ -307,3 +308,58 @@ def test_settling_on_the_last_result_keeps_the_results_and_saves_steps(num_resul
     np.testing.assert_array_equal(outputs["results"][1], outputs["beam"][1])
     assert all(map(np.less_equal, steps["results"], steps["beam"])), steps
     assert sum(steps["results"]) < sum(steps["beam"]), steps
+
+
+@contextlib.contextmanager
+def eager_functions():
+    """TensorFlow runs `tf.function`s eagerly inside (the other backends' searches are eager
+    or compiled regardless), so Python sees every loop step."""
+    if keras.backend.backend() != "tensorflow":
+        yield
+        return
+    import tensorflow as tf
+
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(False)
+
+
+@pytest.mark.parametrize("num_results", [1, 2])
+def test_settled_sources_leave_the_loop_and_the_results_stay(num_results, monkeypatch):
+    # A settled source's returned hypotheses can no longer change, so dropping it from the
+    # loop must return what keeping every row to the end returns, while later steps decode
+    # fewer rows. The same tokens; scores up to float rounding, since a matmul over fewer rows
+    # may round differently. Random model over 3 emittable tokens and sources of different
+    # lengths: rows settle at different steps (as in the test above).
+    keras.utils.set_random_seed(num_results + SEED_OFFSET)
+    tiny = Seq2SeqTransformer(small_config(5, d_model=8, intermediate_dim=16, dropout=0.1))
+    rng = np.random.default_rng(num_results)
+    sources = rng.integers(1, 5, size=(8, 5)).astype("int32")
+    sources[rng.random(sources.shape) < 0.3] = PAD
+    kwargs = dict(bos_id=BOS, eos_id=EOS, beam_size=4, num_results=num_results)
+    kwargs["max_extra_length"] = 10
+    if not shrinking_batch():  # JAX's loops keep their shapes: every row stays
+        with pytest.raises(ValueError, match="drop_settled"):
+            build_beam_search(tiny, drop_settled=True, **kwargs)
+        return
+    kept = [to_numpy(t) for t in build_beam_search(tiny, drop_settled=False, **kwargs)(sources)]
+    dropped = [to_numpy(t) for t in build_beam_search(tiny, **kwargs)(sources)]  # the default
+    rows = []
+    decode = tiny.decode
+
+    def counting_decode(tokens, *args, **kwargs):
+        rows.append(int(ops.shape(tokens)[0]))
+        return decode(tokens, *args, **kwargs)
+
+    monkeypatch.setattr(tiny, "decode", counting_decode)
+    with eager_functions():
+        eager = [to_numpy(t) for t in build_beam_search(tiny, **kwargs)(sources)]
+    for outputs in (dropped, eager):
+        np.testing.assert_array_equal(outputs[0], kept[0])
+        np.testing.assert_allclose(outputs[1], kept[1], rtol=1e-6)
+    assert rows[0] == 8 * 4, rows
+    assert rows == sorted(rows, reverse=True) and rows[-1] < rows[0], rows
+    with pytest.raises(ValueError, match="drop_settled"):
+        build_beam_search(tiny, use_cache=False, drop_settled=True, **kwargs)

@@ -2,11 +2,13 @@
 
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.decoding.search_state import (
     NEG_INF,
     compile_search,
     decode_step,
     decoding_loop,
+    keep_sources,
     next_token_log_probs,
     output_limits,
     reorder_state,
@@ -38,6 +40,7 @@ def build_beam_search(
     num_results=1,
     use_cache=True,
     stop_rule="results",
+    drop_settled=None,
     return_num_steps=False,
 ):
     """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
@@ -78,6 +81,12 @@ def build_beam_search(
             the `beam_size`-th (the rule of tensor2tensor and flax): the same
             outputs after more steps; kept as the reference the default is
             tested and benchmarked against.
+        drop_settled: bool or None. Whether settled sources leave the loop, so
+            that later steps compute only the rows still decoding (as
+            CTranslate2 does). `None` (default): with the cache, where the
+            backend's loop lets shapes change (TensorFlow, torch:
+            `keras_transformer.backend.shrinking_batch`). `False` keeps every
+            row to the end: the same outputs, kept as the reference.
         return_num_steps: bool. Also return the number of decoding steps the
             loop ran (int32 scalar), for benchmarks and tests.
 
@@ -101,6 +110,15 @@ def build_beam_search(
     settling_slot = num_results - 1 if stop_rule == "results" else beam_size - 1
     if alpha < 0:
         raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha}")
+    can_drop = use_cache and backend.shrinking_batch()
+    if drop_settled is None:
+        drop_settled = can_drop
+    elif drop_settled and not can_drop:
+        raise ValueError(
+            "`drop_settled=True` needs `use_cache=True` and a backend whose decoding loops "
+            "change shapes (tensorflow, torch; `keras_transformer.backend.shrinking_batch()` "
+            f"is {backend.shrinking_batch()} here). Received: use_cache={use_cache}"
+        )
     pad_id = model.config.pad_id
     banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
 
@@ -110,7 +128,7 @@ def build_beam_search(
         num_steps = source_length + max_extra_length + 1  # the last one can only emit EOS
         k = beam_size
         limits = output_limits(encoder_token_ids, pad_id, max_extra_length)  # (batch,)
-        beam_limits = ops.repeat(limits, k, axis=0)  # (batch * k,)
+        max_penalty = length_penalty(limits + 1, alpha)  # (batch,)
 
         # Each source is encoded once; its k beams read the same cross-attention keys.
         encoder_outputs = model.encode(encoder_token_ids)
@@ -126,24 +144,30 @@ def build_beam_search(
         alive = ops.broadcast_to(ops.cast(alive, "int32"), (batch_size, k, num_steps + 1))
         finished = ops.zeros_like(alive)
         finished_scores = ops.full((batch_size, k), NEG_INF, "float32")
-        max_penalty = length_penalty(limits + 1, alpha)  # (batch,)
-        batch_offsets = ops.arange(batch_size, dtype="int32")[:, None] * k  # (batch, 1)
+        # The loop state holds the sources not yet settled (all of them unless
+        # settled ones are dropped): `sources` are their rows in the batch.
+        sources = ops.arange(batch_size, dtype="int32")
 
-        def not_done(step, alive, alive_log_probs, finished, finished_scores, cache):
-            best_possible = alive_log_probs[:, 0] / max_penalty  # (batch,)
-            settled = ops.all(finished_scores[:, settling_slot] >= best_possible)
+        def settled_rows(alive_log_probs, finished_scores, sources):
+            best_possible = alive_log_probs[:, 0] / ops.take(max_penalty, sources)  # (sources,)
+            return finished_scores[:, settling_slot] >= best_possible
+
+        def not_done(step, alive, alive_log_probs, finished, finished_scores, sources, *_):
+            settled = ops.all(settled_rows(alive_log_probs, finished_scores, sources))
             return ops.logical_and(step < num_steps, ops.logical_not(settled))
 
-        def step_fn(step, alive, alive_log_probs, finished, finished_scores, cache):
-            buffer = ops.reshape(alive, (batch_size * k, -1))  # (batch * k, steps + 1)
+        def step_fn(step, alive, alive_log_probs, finished, finished_scores, sources, *outputs):
+            *results, cache = outputs
+            beam_limits = ops.repeat(ops.take(limits, sources), k, axis=0)  # (sources * k,)
+            buffer = ops.reshape(alive, (-1, num_steps + 1))  # (sources * k, steps + 1)
             logits, cache = decode_step(model, buffer, step, cache, use_cache)
             log_probs = next_token_log_probs(logits, step, beam_limits, eos_id, banned)
             vocab = ops.shape(log_probs)[-1]
-            candidates = alive_log_probs[:, :, None] + ops.reshape(log_probs, (batch_size, k, -1))
-            top_log_probs, top_ids = ops.top_k(ops.reshape(candidates, (batch_size, -1)), 2 * k)
-            top_beams = top_ids // vocab  # (batch, 2k)
+            candidates = alive_log_probs[:, :, None] + ops.reshape(log_probs, (-1, k, vocab))
+            top_log_probs, top_ids = ops.top_k(ops.reshape(candidates, (-1, k * vocab)), 2 * k)
+            top_beams = top_ids // vocab  # (sources, 2k)
             top_tokens = ops.cast(top_ids % vocab, "int32")
-            sequences = _gather_beams(alive, top_beams)  # (batch, 2k, steps + 1)
+            sequences = _gather_beams(alive, top_beams)  # (sources, 2k, steps + 1)
             sequences = ops.where(
                 positions[None, None, :] == step + 1, top_tokens[:, :, None], sequences
             )
@@ -152,8 +176,9 @@ def build_beam_search(
             # Live beams: the best k continuations that did not end.
             alive_log_probs, alive_slots = ops.top_k(ops.where(ends, NEG_INF, top_log_probs), k)
             alive = _gather_beams(sequences, alive_slots)
-            parents = ops.take_along_axis(top_beams, alive_slots, axis=1)  # (batch, k)
-            cache = reorder_state(cache, ops.reshape(parents + batch_offsets, (-1,)))
+            parents = ops.take_along_axis(top_beams, alive_slots, axis=1)  # (sources, k)
+            offsets = ops.arange(ops.shape(parents)[0], dtype="int32")[:, None] * k
+            cache = reorder_state(cache, ops.reshape(parents + offsets, (-1,)))
 
             # Finished hypotheses: merge the new ones into the k best so far.
             # An EOS continuation finishes only if it ranks among the k best
@@ -162,11 +187,30 @@ def build_beam_search(
             new_scores = ops.where(
                 finishes, top_log_probs / length_penalty(step + 1, alpha), NEG_INF
             )
-            pool = ops.concatenate([finished, sequences], axis=1)  # (batch, 3k, steps + 1)
+            pool = ops.concatenate([finished, sequences], axis=1)  # (sources, 3k, steps + 1)
             pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)
             finished_scores, kept = ops.top_k(pool_scores, k)
             finished = _gather_beams(pool, kept)
-            return step + 1, alive, alive_log_probs, finished, finished_scores, cache
+            state = (alive, alive_log_probs, finished, finished_scores, sources, *results, cache)
+            if drop_settled:
+                settled = settled_rows(alive_log_probs, finished_scores, sources)
+                # All settled ends the loop: nothing left to drop.
+                some = ops.logical_and(ops.any(settled), ops.logical_not(ops.all(settled)))
+                state = ops.cond(some, lambda: drop_settled_sources(settled, *state), lambda: state)
+            return step + 1, *state
+
+        def drop_settled_sources(settled, alive, alive_log_probs, finished, finished_scores,
+                                 sources, results, result_scores, cache):  # fmt: skip
+            # A settled source's returned hypotheses can no longer change: it
+            # leaves the loop, its results written to the batch's outputs.
+            results, result_scores = write_results(
+                results, result_scores, finished, finished_scores, sources, settled
+            )
+            keep = ops.nonzero(ops.logical_not(settled))[0]  # (sources left,)
+            rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :], (-1,))
+            kept = [ops.take(t, keep, axis=0) for t in (alive, alive_log_probs, finished)]
+            kept += [ops.take(t, keep, axis=0) for t in (finished_scores, sources)]
+            return (*kept, results, result_scores, keep_sources(cache, keep, rows))
 
         state = (
             ops.convert_to_tensor(0, "int32"),
@@ -174,14 +218,16 @@ def build_beam_search(
             alive_log_probs,
             finished,
             finished_scores,
+            sources,
+            finished[:, :num_results],  # the outputs, of sources that left the loop
+            finished_scores[:, :num_results],
             cache,
         )
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
-            num_steps_run, _, _, finished, finished_scores, _ = decoding_loop(
-                not_done, step_fn, state, num_steps, use_cache
-            )
-        tokens = finished[:, :num_results, 1:]  # drop BOS
-        scores = finished_scores[:, :num_results]
+            state = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
+        num_steps_run, _, _, finished, finished_scores, sources, tokens, scores, _ = state
+        tokens, scores = write_results(tokens, scores, finished, finished_scores, sources)
+        tokens = tokens[:, :, 1:]  # drop BOS
         # EOS and whatever follows it become padding; so do slots never filled
         # (only NEG_INF-seeded beams could reach them).
         ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
@@ -191,6 +237,17 @@ def build_beam_search(
         if return_num_steps:
             return tokens, scores, num_steps_run
         return tokens, scores
+
+    def write_results(results, result_scores, finished, finished_scores, sources, which=None):
+        """The batch's outputs with the first results of `sources` (those `which`) written."""
+        if which is not None:
+            index = ops.nonzero(which)[0]
+            finished, finished_scores, sources = (
+                ops.take(t, index, axis=0) for t in (finished, finished_scores, sources)
+            )
+        index = sources[:, None]
+        results = ops.scatter_update(results, index, finished[:, :num_results])
+        return results, ops.scatter_update(result_scores, index, finished_scores[:, :num_results])
 
     return compile_search(search, model)
 

@@ -141,6 +141,21 @@ def reorder_state(state, parents):
     }
 
 
+def keep_sources(state, sources, rows):
+    """The decoding state of the sources at `sources` only (cached decoding).
+
+    The self-attention cache has a row per beam (`rows`: the beams of the
+    kept sources); cross-attention keys and values and the padding mask, one
+    per source.
+    """
+    return {
+        name: ops.take(value, sources, axis=0)
+        if name == "encoder_padding_mask"
+        else tuple(ops.take(t, rows if name in GROWING else sources, axis=0) for t in value)
+        for name, value in state.items()
+    }
+
+
 def compile_search(function, model):
     """Compiles `function(*tensors)`, whose decoding loop calls `model`, as one program.
 

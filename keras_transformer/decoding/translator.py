@@ -60,6 +60,9 @@ class Translator:
         search: "beam" (paper 6.1) or "greedy" (`build_greedy_search`;
             `beam_size` and `alpha` are then unused), e.g. for a cheaper
             validation BLEU while training.
+        drop_settled: bool or None. Beam search only: whether sources that
+            have settled leave the decoding loop (see `build_beam_search`);
+            `None` where the backend allows it.
 
     Example:
 
@@ -82,6 +85,7 @@ class Translator:
         add_source_eos=True,
         num_results=1,
         search="beam",
+        drop_settled=None,
     ):
         if search not in ("beam", "greedy"):
             raise ValueError(f"`search` must be 'beam' or 'greedy'. Received: search={search!r}")
@@ -129,6 +133,7 @@ class Translator:
                 alpha=alpha,
                 max_extra_length=max_extra_length,
                 num_results=num_results,
+                drop_settled=drop_settled,
             )
 
     def _tokenize(self, sentences):
