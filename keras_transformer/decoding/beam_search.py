@@ -208,9 +208,9 @@ def build_beam_search(
             )
             keep = ops.nonzero(ops.logical_not(settled))[0]  # (sources left,)
             rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :], (-1,))
-            kept = [ops.take(t, keep, axis=0) for t in (alive, alive_log_probs, finished)]
-            kept += [ops.take(t, keep, axis=0) for t in (finished_scores, sources)]
-            return (*kept, results, result_scores, keep_sources(cache, keep, rows))
+            per_source = (alive, alive_log_probs, finished, finished_scores, sources)
+            left = [ops.take(t, keep, axis=0) for t in per_source]
+            return (*left, results, result_scores, keep_sources(cache, keep, rows))
 
         state = (
             ops.convert_to_tensor(0, "int32"),
