@@ -148,10 +148,12 @@ def keep_sources(state, sources, rows):
     kept sources); cross-attention keys and values and the padding mask, one
     per source.
     """
+
+    def keep(name, tensor):
+        return ops.take(tensor, rows if name in GROWING else sources, axis=0)
+
     return {
-        name: ops.take(value, sources, axis=0)
-        if name == "encoder_padding_mask"
-        else tuple(ops.take(t, rows if name in GROWING else sources, axis=0) for t in value)
+        name: tuple(keep(name, t) for t in value) if isinstance(value, tuple) else keep(name, value)
         for name, value in state.items()
     }
 
