@@ -100,28 +100,19 @@ def main():
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')} "
         f"CT2_USE_MKL={os.environ.get('CT2_USE_MKL')}"
     )
-    translator = Translator(
-        model,
-        tokenizer,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        max_extra_length=args.max_extra_length,
-        batch_size=args.batch_size,
-    )
+    settings = {
+        "beam_size": args.beam_size,
+        "alpha": args.alpha,
+        "max_extra_length": args.max_extra_length,
+        "batch_size": args.batch_size,
+    }
+    translator = Translator(model, tokenizer, **settings)
     seconds, outputs = {}, {}
     seconds["ours"], outputs["ours"] = best_time(
         lambda: translator.translate(sources, verbose=0), args.repeats
     )
     if args.keep_settled_rows:
-        keeping = Translator(
-            model,
-            tokenizer,
-            beam_size=args.beam_size,
-            alpha=args.alpha,
-            max_extra_length=args.max_extra_length,
-            batch_size=args.batch_size,
-            drop_settled=False,
-        )
+        keeping = Translator(model, tokenizer, drop_settled=False, **settings)
         seconds["ours, rows kept"], outputs["ours, rows kept"] = best_time(
             lambda: keeping.translate(sources, verbose=0), args.repeats
         )
