@@ -190,13 +190,14 @@ def test_decoding_speed_runs(data_dir):
     assert re.search(r"^cached / uncached throughput: [\d.]+x", output, re.M), output
 
 
+# The tiny model and batch of the search comparisons (`cache_stages.add_model_arguments`).
+TINY_SEARCH = ("--num-layers", "1", "--d-model", "16", "--num-heads", "2", "--intermediate-dim",
+               "32", "--vocabulary-size", "50", "--batch-size", "4", "--repeats", "1")  # fmt: skip
+
+
 @only_under("tensorflow", "settled sources leave the loop on TensorFlow and torch; one is enough")
 def test_settled_rows_runs():
-    output = run_benchmark(
-        "settled_rows", "--num-layers", "1", "--d-model", "16", "--num-heads", "2",
-        "--intermediate-dim", "32", "--vocabulary-size", "50", "--batch-size", "4",
-        "--max-extra-length", "3", "--repeats", "1",
-    )  # fmt: skip
+    output = run_benchmark("settled_rows", *TINY_SEARCH, "--max-extra-length", "3")
     # The second computation path: the script exits non-zero unless both searches give the
     # same tokens and scores. No speed is asserted.
     assert re.search(r"^batch=4 beam=4 steps=\d+-\d+ \(row-steps needed / run: 0\.\d+\)", output,
@@ -207,11 +208,7 @@ def test_settled_rows_runs():
 
 @only_under("jax", "cache stages exist on JAX only")
 def test_cache_stages_runs():
-    output = run_benchmark(
-        "cache_stages", "--num-layers", "1", "--d-model", "16", "--num-heads", "2",
-        "--intermediate-dim", "32", "--vocabulary-size", "50", "--batch-size", "4",
-        "--max-extra-length", "20", "--repeats", "1",
-    )  # fmt: skip
+    output = run_benchmark("cache_stages", *TINY_SEARCH, "--max-extra-length", "20")
     # The second computation path: the script exits non-zero unless both searches give the
     # same tokens and scores. No speed is asserted.
     assert re.search(r"^same tokens and scores in both searches$", output, re.M), output
