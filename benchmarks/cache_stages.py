@@ -18,6 +18,8 @@ import functools
 import sys
 import time
 
+EOS_ID = 3  # the untrained model's end-of-sentence id; 2 is BOS
+
 
 def add_model_arguments(parser):
     """The untrained model and source batch of a search comparison (base size by default)."""
@@ -34,8 +36,8 @@ def add_model_arguments(parser):
 
 
 def untrained_model(args):
-    """A `Seq2SeqTransformer` of the arguments' size, seeded, and random source ids ending in EOS
-    (id 3): (model, ids)."""
+    """A `Seq2SeqTransformer` of the arguments' size, seeded, and random source ids ending in
+    `EOS_ID`: (model, ids)."""
     import keras
     import numpy as np
 
@@ -56,9 +58,6 @@ def untrained_model(args):
     ids = rng.integers(4, args.vocabulary_size, (args.batch_size, args.source_length), "int32")
     ids[:, -1] = EOS_ID
     return model, ids
-
-
-EOS_ID = 3
 
 
 def compare(searches, ids, repeats):
