@@ -7,7 +7,8 @@ built and traced under `backend.fast_forms_disabled`. Their steps alternate on t
 (which goes first rotating), so machine noise hits all alike. For each form it prints the step
 time with the form off over the time with it on (the median of the per-step ratios, each on the
 same batch) and whether the form saves at least 3% of a training step (`1 - on / off >= 3%`).
-Forms that do not apply here (docs/architecture.md) are not run. Run it alone on the machine:
+Forms that do not apply here (docs/architecture.md), and decoding's (`translate_speed.py
+--stock-top-k` times those), are not run. Run it alone on the machine:
 
     python benchmarks/fast_forms.py --steps 40
     KERAS_BACKEND=jax python benchmarks/fast_forms.py --steps 40
@@ -76,6 +77,7 @@ def main():
     config = training_throughput.model_config(args)
     probe = build(config, args, (), batches[:1])
     applicable = backend.applicable_forms(xla=bool(probe.jit_compile))
+    applicable = tuple(name for name in applicable if name not in backend.DECODING_FORMS)
     del probe
     if not applicable:
         print(f"backend={keras.backend.backend()}: no fast form applies, the stock Keras ops run")

@@ -46,6 +46,11 @@ def parse_args():
         help="Also time ours with settled sources kept in the loop (drop_settled=False), the "
         "reference for dropping them.",
     )  # fmt: skip
+    parser.add_argument(
+        "--stock-top-k", action="store_true",
+        help="Also time ours with Keras' own top_k over the vocabulary (the blocked_top_k fast "
+        "form of keras_transformer.backend off), the reference for that form.",
+    )  # fmt: skip
     return parser.parse_args()
 
 
@@ -81,6 +86,7 @@ def main():
     import sacrebleu
     import sentencepiece as spm
 
+    from keras_transformer import backend
     from keras_transformer.decoding import Translator
     from keras_transformer.export import export_ctranslate2
     from keras_transformer.export.ctranslate2_export import import_ctranslate2
@@ -115,6 +121,16 @@ def main():
         keeping = Translator(model, tokenizer, drop_settled=False, **settings)
         seconds["ours, rows kept"], outputs["ours, rows kept"] = best_time(
             lambda: keeping.translate(sources, verbose=0), args.repeats
+        )
+    if args.stock_top_k:
+        stock = Translator(model, tokenizer, **settings)
+
+        def translate_stock():
+            with backend.fast_forms_disabled(["blocked_top_k"]):  # read where a search is traced
+                return stock.translate(sources, verbose=0)
+
+        seconds["ours, stock top_k"], outputs["ours, stock top_k"] = best_time(
+            translate_stock, args.repeats
         )
     with tempfile.TemporaryDirectory() as directory:
         path = export_ctranslate2(model, tokenizer, os.path.join(directory, "model"))

@@ -13,6 +13,7 @@ one form and no check. The forms, where each is on:
 | `fused_adam`: Adam as TensorFlow's one-kernel `ResourceApplyAdam` | TensorFlow without XLA |
 | `kernel_gradient`: kernel gradients, narrower operand transposed first | JAX |
 | `loss_gradient`: the label-smoothed loss's one-expression gradient | TensorFlow |
+| `blocked_top_k`: decoding's top-k of a wide row from its best blocks (`top_k`) | JAX, TensorFlow |
 
 All were measured on a CPU only, so on a GPU or TPU (JAX's default backend is
 not "cpu", or TensorFlow sees a GPU or TPU) every form falls back to the
@@ -50,7 +51,10 @@ FORMS = (
     "fused_adam",
     "kernel_gradient",
     "loss_gradient",
+    "blocked_top_k",
 )
+# The forms of decoding alone: a training step holds none of them.
+DECODING_FORMS = ("blocked_top_k",)
 ENVIRONMENT_VARIABLE = "KERAS_TRANSFORMER_FAST_FORMS"
 
 _override = None  # the forms `fast_forms_disabled` turns off, when set
@@ -67,6 +71,7 @@ class FastForms:
         fused_adam: bool. Adam's update as `ResourceApplyAdam`.
         kernel_gradient: bool. `kernel_matmul`'s fenced kernel gradient.
         loss_gradient: bool. The label-smoothed loss's one-expression gradient.
+        blocked_top_k: bool. `top_k` ranks a wide row from its best blocks.
     """
 
     dropout: str = "keras"
@@ -74,6 +79,7 @@ class FastForms:
     fused_adam: bool = False
     kernel_gradient: bool = False
     loss_gradient: bool = False
+    blocked_top_k: bool = False
 
 
 def _parse_disabled(value):
@@ -183,7 +189,59 @@ def _cpu_forms(backend, xla, disabled):
         fused_adam=tensorflow and not xla and on("fused_adam"),
         kernel_gradient=backend == "jax" and on("kernel_gradient"),
         loss_gradient=tensorflow and on("loss_gradient"),
+        blocked_top_k=on("blocked_top_k"),
     )
+
+
+def top_k(x, k):
+    """`ops.top_k(x, k)` of a (rows, n) tensor: the same values and indices, largest first.
+
+    With the `blocked_top_k` form, a wide row is ranked from its best blocks:
+    cut into blocks of `b` entries, the `k` blocks with the largest maxima
+    hold the row's `k` largest entries, so only those `k * b` entries are
+    ranked. XLA's and TensorFlow's CPU top-k go through every entry of a
+    row at a cost of several maxima; decoding ranks a vocabulary-wide row
+    per beam at every step (docs/performance.md). Ties go to the lower index
+    as in `ops.top_k`: the chosen blocks are read in index order.
+
+    Args:
+        x: (rows, n) float tensor.
+        k: int, `<= n`.
+
+    Returns:
+        `(values, indices)`: (rows, k), and int32 indices into the last axis.
+    """
+    n = x.shape[-1]
+    block = _top_k_block(n, k) if fast_forms().blocked_top_k else None
+    if block is None:
+        values, indices = ops.top_k(x, k)
+        return values, ops.cast(indices, "int32")
+    num_blocks = n // block
+    rows = ops.shape(x)[0]  # may be unknown until run
+    blocks = ops.reshape(x, (-1, block))  # (rows * num_blocks, block)
+    maxima = ops.reshape(ops.max(blocks, axis=-1), (-1, num_blocks))
+    _, chosen = ops.top_k(maxima, k)
+    chosen = ops.sort(ops.cast(chosen, "int32"), axis=-1)  # (rows, k), in index order
+    first_block = ops.arange(rows, dtype="int32")[:, None] * num_blocks
+    candidates = ops.take(blocks, ops.reshape(chosen + first_block, (-1,)), axis=0)
+    values, position = ops.top_k(ops.reshape(candidates, (-1, k * block)), k)
+    position = ops.cast(position, "int32")
+    block_index = ops.take_along_axis(chosen, position // block, axis=1)
+    return values, block_index * block + position % block
+
+
+def _top_k_block(n, k):
+    """The block length of a blocked top-k of `k` in `n` entries, or None where it saves little.
+
+    A divisor of `n` (so that the row reshapes into blocks) that minimizes the
+    entries ranked, `n / block` maxima then `k * block` candidates; None unless
+    that is at most an eighth of `n` (narrow rows, few divisors).
+    """
+    sizes = [b for b in range(2, n // k + 1) if n % b == 0]
+    if not sizes:
+        return None
+    best = min(sizes, key=lambda b: n // b + k * b)
+    return best if n // best + k * best <= n // 8 else None
 
 
 def require_tensorflow(argument):

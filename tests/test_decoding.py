@@ -7,10 +7,10 @@ import pytest
 from conftest import small_config, to_numpy
 from keras import ops
 
-from keras_transformer import Seq2SeqTransformer, TransformerConfig
+from keras_transformer import Seq2SeqTransformer, TransformerConfig, backend
 from keras_transformer.backend import shrinking_batch
 from keras_transformer.decoding import build_beam_search, build_greedy_search, length_penalty
-from keras_transformer.decoding.search_state import cache_stages
+from keras_transformer.decoding.search_state import NEG_INF, best_next_tokens, cache_stages
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -235,6 +235,59 @@ def test_padding_and_bos_are_never_emitted_even_when_most_probable(search_name):
     np.testing.assert_array_equal(tokens, [[6, 6] + [PAD] * 52] * 2)
     expected_score = 3 * np.log(0.2) / penalty(search_name, 3)  # 6, 6, EOS
     np.testing.assert_allclose(scores, [expected_score] * 2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("vocab, count", [(50, 8), (9, 8), (30, 1)])
+def test_best_next_tokens_are_the_best_of_the_full_log_softmax(vocab, count):
+    rng = np.random.default_rng(vocab)
+    logits = rng.normal(size=(6, vocab)).astype("float32")
+    logits[:, 10 % vocab] = logits[:, 4]  # tied logits: the lower id ranks first
+    logits[0, [PAD, BOS]] = 9.0  # banned, though the most probable
+    limits = np.array([5, 5, 3, 9, 4, 5], "int32")  # rows 2 and 4 are at their limit
+    step = 4
+    log_probs, token_ids = best_next_tokens(logits, step, limits, EOS, (PAD, BOS), count)
+    log_probs, token_ids = to_numpy(log_probs), to_numpy(token_ids)
+    # Reference: the whole row's log-softmax with the rules applied, sorted.
+    full = logits - logits.max(axis=-1, keepdims=True)
+    full = full - np.log(np.exp(full).sum(axis=-1, keepdims=True))
+    full[:, [PAD, BOS]] = NEG_INF
+    at_limit = step >= limits
+    full[at_limit] = NEG_INF
+    full[at_limit, EOS] = 0.0
+    expected_ids = np.argsort(-full, axis=-1, kind="stable")[:, :count]
+    expected = np.take_along_axis(full, expected_ids, -1)
+    best = np.argsort(-log_probs, axis=-1, kind="stable")[:, :count]
+    got_ids, got = np.take_along_axis(token_ids, best, -1), np.take_along_axis(log_probs, best, -1)
+    # The allowed tokens' log-probabilities, best first, each the one of its own id (tied
+    # tokens may come in either order); the others trail at NEG_INF.
+    allowed = expected > NEG_INF / 2
+    np.testing.assert_allclose(got[allowed], expected[allowed], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        np.take_along_axis(full, got_ids, -1)[allowed], got[allowed], rtol=1e-6, atol=1e-6
+    )
+    assert np.all(got[~allowed] <= NEG_INF / 2)
+    np.testing.assert_array_equal(got_ids[at_limit, 0], EOS)
+    assert log_probs.shape == (6, min(vocab, count + 2))
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch" or backend.on_accelerator(),
+    reason="the blocked top-k is a form of TensorFlow and JAX on a CPU",
+)
+def test_searches_with_the_blocked_top_k_return_what_they_return_without(sources):
+    keras.utils.set_random_seed(3)
+    wide = Seq2SeqTransformer(small_config(4000))  # wide enough for the blocked form
+    assert backend._top_k_block(4000, 2 * 4 + 2) is not None
+    assert backend._top_k_block(4000, 1 + 2) is not None
+    for build, kwargs in ((build_beam_search, {"num_results": 2}), (build_greedy_search, {})):
+        results = []
+        for disabled in ((), ("blocked_top_k",)):
+            with backend.fast_forms_disabled(disabled):  # read when the search is traced
+                search = build(wide, bos_id=BOS, eos_id=EOS, max_extra_length=8, **kwargs)
+                results.append([to_numpy(t) for t in search(sources)])
+        (tokens, scores), (stock_tokens, stock_scores) = results
+        np.testing.assert_array_equal(tokens, stock_tokens)
+        np.testing.assert_array_equal(scores, stock_scores)
 
 
 def test_empty_source_yields_empty_output(model, sources):

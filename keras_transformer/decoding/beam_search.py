@@ -5,11 +5,11 @@ from keras import ops
 from keras_transformer import backend
 from keras_transformer.decoding.search_state import (
     NEG_INF,
+    best_next_tokens,
     compile_search,
     decode_step,
     decoding_loop,
     keep_sources,
-    next_token_log_probs,
     output_limits,
     reorder_state,
     start_decoding,
@@ -161,12 +161,15 @@ def build_beam_search(
             beam_limits = ops.repeat(ops.take(limits, sources), k, axis=0)  # (sources * k,)
             buffer = ops.reshape(alive, (-1, num_steps + 1))  # (sources * k, steps + 1)
             logits, cache = decode_step(model, buffer, step, cache, use_cache)
-            log_probs = next_token_log_probs(logits, step, beam_limits, eos_id, banned)
-            vocab = ops.shape(log_probs)[-1]
-            candidates = alive_log_probs[:, :, None] + ops.reshape(log_probs, (-1, k, vocab))
-            top_log_probs, top_ids = ops.top_k(ops.reshape(candidates, (-1, k * vocab)), 2 * k)
-            top_beams = top_ids // vocab  # (sources, 2k)
-            top_tokens = ops.cast(top_ids % vocab, "int32")
+            # A source's 2k best continuations are among its beams' 2k best tokens each.
+            log_probs, token_ids = best_next_tokens(
+                logits, step, beam_limits, eos_id, banned, 2 * k
+            )  # (sources * k, m)
+            m = ops.shape(log_probs)[-1]
+            candidates = alive_log_probs[:, :, None] + ops.reshape(log_probs, (-1, k, m))
+            top_log_probs, top_ids = ops.top_k(ops.reshape(candidates, (-1, k * m)), 2 * k)
+            top_beams = top_ids // m  # (sources, 2k)
+            top_tokens = ops.take_along_axis(ops.reshape(token_ids, (-1, k * m)), top_ids, axis=1)
             sequences = _gather_beams(alive, top_beams)  # (sources, 2k, steps + 1)
             sequences = ops.where(
                 positions[None, None, :] == step + 1, top_tokens[:, :, None], sequences

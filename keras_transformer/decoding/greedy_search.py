@@ -3,10 +3,10 @@
 from keras import ops
 
 from keras_transformer.decoding.search_state import (
+    best_next_tokens,
     compile_search,
     decode_step,
     decoding_loop,
-    next_token_log_probs,
     output_limits,
     start_decoding,
 )
@@ -55,8 +55,9 @@ def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache
 
         def step_fn(step, tokens, done, scores, cache):
             logits, cache = decode_step(model, tokens, step, cache, use_cache)
-            log_probs = next_token_log_probs(logits, step, limits, eos_id, banned)
-            chosen = ops.cast(ops.argmax(log_probs, axis=-1), "int32")  # (batch,)
+            log_probs, token_ids = best_next_tokens(logits, step, limits, eos_id, banned, 1)
+            best = ops.argmax(log_probs, axis=-1)[:, None]  # (batch, 1)
+            chosen = ops.take_along_axis(token_ids, best, axis=1)[:, 0]  # (batch,)
             chosen_log_prob = ops.max(log_probs, axis=-1)
             chosen = ops.where(done, pad_id, chosen)
             scores = scores + ops.where(done, 0.0, chosen_log_prob)

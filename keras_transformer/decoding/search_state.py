@@ -23,29 +23,46 @@ def output_limits(encoder_token_ids, pad_id, max_extra_length):
     return ops.where(source_lengths > 0, source_lengths + max_extra_length, 0)  # (batch,)
 
 
-def next_token_log_probs(logits, step, limits, eos_id, banned_ids):
-    """Log-probabilities of the next token with the decoding rules applied.
+def best_next_tokens(logits, step, limits, eos_id, banned_ids, count):
+    """The most probable next tokens of each row, with the decoding rules applied.
 
     `banned_ids` (padding, begin-of-sentence) are never generated; a row that
-    reached its length limit (`step >= limit`) may only emit EOS.
+    reached its length limit (`step >= limit`) may only emit EOS. The rules
+    are applied to a short list: the `count + len(banned_ids)` best tokens of
+    a row's log-softmax hold its `count` best allowed ones. A step thus
+    writes one vocabulary-sized array (the log-softmax) and ranks it once.
 
     Args:
-        logits: (rows, vocab) float32 logits.
+        logits: (rows, vocab) logits.
         step: scalar int, the number of tokens generated so far.
         limits: (rows,) int, the output limit of each row.
         eos_id: int.
         banned_ids: tuple of int.
+        count: int, the tokens wanted per row.
 
     Returns:
-        (rows, vocab) float32 log-probabilities.
+        `log_probs`, float32 (rows, m), and `token_ids`, int32 (rows, m), with
+        `m = min(vocab, count + len(banned_ids))`: the row's most probable
+        tokens, best first, banned ones then set to `NEG_INF`. A row at its
+        limit lists EOS at log-probability 0, then the lowest other ids at
+        `NEG_INF`, as its whole vocabulary would rank under that rule. The
+        `count` best entries of a row are the `count` best tokens of its full
+        log-softmax under the rules, with the same values.
     """
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-    vocab_ids = ops.arange(ops.shape(log_probs)[-1], dtype="int32")
+    vocab = log_probs.shape[-1]
+    m = min(vocab, count + len(banned_ids))
+    log_probs, token_ids = backend.top_k(log_probs, m)  # (rows, m), best first
     for token in banned_ids:
-        log_probs = ops.where(vocab_ids[None, :] == token, NEG_INF, log_probs)
-    only_eos = ops.where(vocab_ids == eos_id, 0.0, NEG_INF)  # (vocab,)
+        log_probs = ops.where(token_ids == token, NEG_INF, log_probs)
+    # At its limit a row offers EOS, then other ids in the order a whole row of
+    # NEG_INF ranks them (lowest first).
+    others = [i for i in range(min(vocab, m + 1)) if i != eos_id][: m - 1]
+    eos_first = ops.convert_to_tensor([eos_id, *others], "int32")  # (m,)
+    eos_only = ops.convert_to_tensor([0.0] + [NEG_INF] * (m - 1), "float32")
     at_limit = ops.greater_equal(step, limits)[:, None]  # (rows, 1)
-    return ops.where(at_limit, only_eos[None, :], log_probs)
+    token_ids = ops.where(at_limit, eos_first[None, :], token_ids)
+    return ops.where(at_limit, eos_only[None, :], log_probs), token_ids
 
 
 def start_decoding(
