@@ -76,8 +76,7 @@ def main():
     batches = training_throughput.fixed_batches(args)
     config = training_throughput.model_config(args)
     probe = build(config, args, (), batches[:1])
-    applicable = backend.applicable_forms(xla=bool(probe.jit_compile))
-    applicable = tuple(name for name in applicable if name not in backend.DECODING_FORMS)
+    applicable = backend.applicable_forms(xla=bool(probe.jit_compile), decoding=False)
     del probe
     if not applicable:
         print(f"backend={keras.backend.backend()}: no fast form applies, the stock Keras ops run")

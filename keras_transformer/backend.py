@@ -154,11 +154,13 @@ def fast_forms():
     return _cpu_forms(backend, xla, disabled_forms())
 
 
-def applicable_forms(xla):
+def applicable_forms(xla, decoding=True):
     """The names of the forms that are on for this backend and device.
 
     Args:
         xla: bool. Whether the code is compiled by XLA (always so on JAX).
+        decoding: bool. Whether to name decoding's forms (`DECODING_FORMS`),
+            which a training step holds none of.
 
     Returns:
         A tuple of names from `FORMS`.
@@ -168,8 +170,9 @@ def applicable_forms(xla):
         return ()
     xla = xla or backend == "jax"
     everything = _cpu_forms(backend, xla, frozenset())
+    names = FORMS if decoding else tuple(n for n in FORMS if n not in DECODING_FORMS)
     return tuple(
-        name for name in FORMS if _cpu_forms(backend, xla, frozenset({name})) != everything
+        name for name in names if _cpu_forms(backend, xla, frozenset({name})) != everything
     )
 
 

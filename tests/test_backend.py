@@ -156,3 +156,13 @@ def test_top_k_gives_the_values_and_indices_of_keras_top_k(n, k):
     # The form applies to wide rows only, each cut into blocks that divide it.
     block = backend._top_k_block(n, k)
     assert (block is None) == (n == 30) and (block is None or n % block == 0)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() == "torch" or backend.on_accelerator(), reason="the stock ops there"
+)
+def test_a_training_step_is_not_offered_decodings_forms():
+    forms = backend.applicable_forms(xla=True)
+    assert "blocked_top_k" in forms
+    training = backend.applicable_forms(xla=True, decoding=False)
+    assert set(training) == set(forms) - set(backend.DECODING_FORMS)
