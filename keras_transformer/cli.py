@@ -1,4 +1,4 @@
-"""`keras-transformer train | translate | evaluate | average | export | plot`.
+"""`keras-transformer train | translate | evaluate | average | export | plot | import`.
 
 Also `python -m keras_transformer COMMAND`.
 
@@ -13,7 +13,7 @@ import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
 
-COMMANDS = ("train", "translate", "evaluate", "average", "export", "plot")
+COMMANDS = ("train", "translate", "evaluate", "average", "export", "plot", "import")
 PROG = "keras-transformer"
 
 
@@ -54,6 +54,7 @@ HANDLERS = {
     "average": _delegate("keras_transformer.checkpoints.__main__"),
     "export": _delegate("keras_transformer.export.__main__"),
     "plot": _delegate("keras_transformer.figures.__main__"),
+    "import": _delegate("keras_transformer.pretrained.import_command"),
 }
 
 
