@@ -1,24 +1,25 @@
-"""keras-transformer: the Transformer of "Attention Is All You Need" for Keras 3."""
+"""keras-transformer: the Transformer of "Attention Is All You Need" for Keras 3.
 
-from keras_transformer import data, layers, models, text, training
-from keras_transformer.models import Seq2SeqTransformer, TransformerConfig
-from keras_transformer.training import (
-    LabelSmoothedCrossEntropy,
-    TransformerSchedule,
-    paper_optimizer,
-)
+Importing the package is cheap: its names (and Keras with a backend) load when first used.
+"""
 
+from keras_transformer.utils.lazy_exports import lazy_exports
+
+# The one version of the distribution (pyproject.toml reads it; `keras-transformer --version`).
 __version__ = "0.1.0"
 
-__all__ = [
-    "LabelSmoothedCrossEntropy",
-    "Seq2SeqTransformer",
-    "TransformerConfig",
-    "TransformerSchedule",
-    "data",
-    "layers",
-    "models",
-    "paper_optimizer",
-    "text",
-    "training",
-]
+__all__ = lazy_exports(
+    __name__,
+    {
+        "LabelSmoothedCrossEntropy": "training",
+        "Seq2SeqTransformer": "models",
+        "TransformerConfig": "models",
+        "TransformerSchedule": "training",
+        "data": None,
+        "layers": None,
+        "models": None,
+        "paper_optimizer": "training",
+        "text": None,
+        "training": None,
+    },
+)

@@ -8,18 +8,30 @@ Example:
 
 import argparse
 import contextlib
+import gzip
 import json
 import math
 import os
 import sys
+import zlib
 
+from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
 from keras_transformer.utils.command_line import OneLineErrorParser
 from keras_transformer.utils.live_line import is_terminal
+from keras_transformer.utils.numeric_settings import check_decoding_settings, check_int
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 PROG = "keras-transformer translate"
 FORMATS = ("text", "tsv", "jsonl")
+# The flags of the decoding settings, as `check_decoding_settings` names them.
+DECODING_FLAGS = {
+    "beam_size": "--beam-size",
+    "alpha": "--alpha",
+    "max_extra_length": "--max-extra-length",
+    "max_source_length": "--max-source-length",
+    "num_results": "--n-best",
+}
 
 DESCRIPTION = """\
 Translate one sentence per line with beam search (paper 6.1: beam 4, alpha 0.6, at most 50
@@ -84,6 +96,13 @@ def build_parser():
         "--alpha", type=float, default=0.6, help="Length penalty exponent (paper: 0.6)."
     )
     parser.add_argument(
+        "--length-penalty-rule",
+        choices=LENGTH_PENALTY_RULES,
+        default="gnmt",
+        help="How finished hypotheses are ranked: gnmt (paper: log-prob / ((5 + length) / 6) "
+        "** alpha) or average (log-prob / length ** alpha, transformers' length_penalty).",
+    )
+    parser.add_argument(
         "--max-extra-length",
         type=int,
         default=50,
@@ -127,21 +146,23 @@ def build_parser():
 
 def check_arguments(parser, args):
     """Exits with a one-line error (status 2) on values out of range."""
-    for flag, value, low in (
-        ("--beam-size", args.beam_size, 1),
-        ("--n-best", args.n_best, 1),
-        ("--max-extra-length", args.max_extra_length, 0),
-        ("--max-source-length", args.max_source_length, 1),
-        ("--batch-tokens", args.batch_tokens, 1),
-        ("--batch-size", args.batch_size, 1),
-        ("--chunk-size", args.chunk_size, 1),
-    ):
-        if value is not None and value < low:
-            parser.error(f"{flag} must be >= {low}. Received: {value}")
-    if args.n_best > args.beam_size:
-        parser.error(f"--n-best must be <= --beam-size ({args.beam_size}). Received: {args.n_best}")
-    if not (math.isfinite(args.alpha) and args.alpha >= 0):
-        parser.error(f"--alpha must be a number >= 0. Received: {args.alpha}")
+    try:
+        check_decoding_settings(
+            names=DECODING_FLAGS,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            max_extra_length=args.max_extra_length,
+            max_source_length=args.max_source_length,
+            num_results=args.n_best,
+        )
+        for flag, value in (
+            ("--batch-tokens", args.batch_tokens),
+            ("--batch-size", args.batch_size),
+            ("--chunk-size", args.chunk_size),
+        ):
+            check_int(value, flag, minimum=1, optional=True)
+    except ValueError as error:
+        parser.error(str(error))
     if args.output != "-":
         try:
             check_output_is_not_an_input(args.output, [("--input", args.input)])
@@ -256,6 +277,7 @@ def translate(args, stdout):
         tokenizer,
         beam_size=args.beam_size,
         alpha=args.alpha,
+        length_penalty_rule=args.length_penalty_rule,
         max_extra_length=args.max_extra_length,
         max_source_length=max_source_length,
         batch_tokens=args.batch_tokens,
@@ -264,13 +286,20 @@ def translate(args, stdout):
     )
     show_progress = args.progress or is_terminal(sys.stderr)
     progress = CountProgress(None, "lines") if show_progress else None
-    with _open_input(args.input) as source, _open_output(args.output, stdout) as target:
-        chunks = LineChunks(source, args.chunk_size)
-        writer = _Writer(target, args.format)
-        for chunk in chunks:
-            writer.write(translator.translate_n_best(chunk, verbose=0))
-            if progress is not None:
-                progress.add(len(chunk))
+    try:
+        # An error leaves an existing --output as it was (atomic_output).
+        with _open_input(args.input) as source, _open_output(args.output, stdout) as target:
+            chunks = LineChunks(source, args.chunk_size)
+            writer = _Writer(target, args.format)
+            for chunk in chunks:
+                writer.write(translator.translate_n_best(chunk, verbose=0))
+                if progress is not None:
+                    progress.add(len(chunk))
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+        detail = " ".join(str(error).split()) or type(error).__name__
+        kept = "" if args.output == "-" else f"; --output {args.output} is left as it was"
+        _warn(f"error: --input {args.input} is a truncated or corrupt gzip file ({detail}){kept}")
+        return 2
     if progress is not None:
         progress.close()
     if chunks.replaced:

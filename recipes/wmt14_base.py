@@ -1,41 +1,16 @@
 """The paper's base model on WMT 2014 English-German (Table 2: 27.3 BLEU).
 
-Every setting is the paper's (see docs/reproducing.md for the section of each):
-37k shared BPE vocabulary, N=6, d_model=512, d_ff=2048, h=8, dropout 0.1, label
-smoothing 0.1, batches of about 25,000 source + 25,000 target tokens, Adam
-(0.9, 0.98, 1e-9) with 4,000 warmup steps, 100,000 steps, a checkpoint every 10
-minutes, the last 5 averaged, beam 4, alpha 0.6, outputs up to input + 50. Tested on
-newstest2014 with sacreBLEU and the paper's tokenized BLEU; exported at the end.
+The `wmt14_base` recipe, as `keras-transformer train --recipe wmt14_base` runs it.
+Its settings ship with the package: `CONFIG` in
+keras_transformer/experiment/recipes/wmt14_base.py, which says where each value comes
+from; `--help` lists every flag with its value.
 
-The paper trained on 8 GPUs. On one device, `--accumulation-steps 8` gives the same
-batch per update; `--distribution mirrored` uses all local GPUs (the token budget is
-per device); `--distribution multi_worker` with TF_CONFIG spans machines.
-
-    python recipes/wmt14_base.py --data-dir data/wmt14 \\
-        --test-split data/newstest2014/newstest2014
-    # data/wmt14/train.{en,de}: the WMT14 training corpus (about 4.5M pairs)
-    python recipes/wmt14_base.py --tfds wmt14_translate/de-en --test-split ...
+    python recipes/wmt14_base.py --help
 """
 
 import sys
 
-from keras_transformer.experiment.experiment_config import ExperimentConfig
-from keras_transformer.experiment.recipe_main import recipe_main
-
-# Paper 5.1-5.4 and 6.1: base model, WMT14 en-de, tested on newstest2014.
-CONFIG = ExperimentConfig(
-    output_dir="runs/wmt14_base",
-    source_language="en",
-    target_language="de",
-    test_split="newstest2014",
-    vocabulary_size=37000,
-    vocabulary_type="bpe",
-    preset="base",
-    token_budget=25000,
-    warmup_steps=4000,
-    checkpoint_every_minutes=10.0,
-    metrics=("bleu", "chrf", "tokenized_bleu"),
-)
+from keras_transformer.experiment.recipes import run_recipe
 
 if __name__ == "__main__":
-    sys.exit(recipe_main(CONFIG, __doc__, language_pairs=[("en", "de")], require_data=True))
+    sys.exit(run_recipe("wmt14_base"))

@@ -1,20 +1,16 @@
 """The paper's big model on WMT 2014 English-German (Table 2: 28.4 BLEU).
 
-As `wmt14_base.py` with the big model: d_model=1024, d_ff=4096, h=16, dropout 0.3,
-300,000 steps, the last 20 checkpoints averaged (paper 5.2, 6.1, Table 3).
+The `wmt14_big` recipe, as `keras-transformer train --recipe wmt14_big` runs it.
+Its settings ship with the package: `CONFIG` in
+keras_transformer/experiment/recipes/wmt14_big.py, which says where each value comes
+from; `--help` lists every flag with its value.
 
-    python recipes/wmt14_big.py --data-dir data/wmt14 \\
-        --test-split data/newstest2014/newstest2014
+    python recipes/wmt14_big.py --help
 """
 
 import sys
 
-from keras_transformer.experiment.recipe_main import recipe_main
-from keras_transformer.experiment.recipes import load_recipe
-
-# The base recipe with the big model (Table 3 "big"): 300k steps, 20 checkpoints averaged,
-# dropout 0.3, all from the preset.
-CONFIG = load_recipe("wmt14_base").replace(output_dir="runs/wmt14_big", preset="big")
+from keras_transformer.experiment.recipes import run_recipe
 
 if __name__ == "__main__":
-    sys.exit(recipe_main(CONFIG, __doc__, language_pairs=[("en", "de")], require_data=True))
+    sys.exit(run_recipe("wmt14_big"))

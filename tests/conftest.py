@@ -47,7 +47,9 @@ BACKEND_INDEPENDENT = only_under("tensorflow", "backend-independent; runs on Ten
 # `--no-loadscope-reorder` so that xdist keeps this order.
 LONGEST_FIRST = (
     "test_recipes.py",
+    "test_docs.py",
     "test_resume.py",
+    "test_fine_tuning.py",
     "test_benchmarks.py",
     "test_periodic_checkpoint.py",
     "test_multi_process_jax.py",

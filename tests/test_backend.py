@@ -29,6 +29,7 @@ EXCEPTIONS = {
     "backend.py": "the one place that picks forms",
     "compat.py": "the private TensorFlow and Keras names",
     "experiment/run_distribution.py": "distribution strategies per backend",
+    "experiment/input_checks.py": "the backend a distribution needs, named before it loads",
     "experiment/run_experiment.py": "JAX's persistent compilation cache",
     "export/export_saved_model.py": "SavedModels are written by a TensorFlow process",
     "export/__main__.py": "SavedModels are written by a TensorFlow process",

@@ -176,7 +176,7 @@ def test_tfds_source_with_mock_data():
 
 def test_tfds_missing_dependency_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
-    with pytest.raises(ImportError, match=r"keras-transformer\[tfds\]"):
+    with pytest.raises(ImportError, match=r"keras-transformer-mt\[tfds\]"):
         load_tfds_corpus()
 
 

@@ -25,7 +25,7 @@ from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 pytestmark = BACKEND_INDEPENDENT
 
 ctranslate2 = pytest.importorskip(
-    "ctranslate2", reason="ctranslate2 is not installed (pip install 'keras-transformer[dev]')"
+    "ctranslate2", reason="ctranslate2 is not installed (pip install 'keras-transformer-mt[dev]')"
 )
 
 VOCABULARY_SIZE = 160
@@ -123,7 +123,7 @@ def randomize_biases_and_norms(model, seed):
     rng = np.random.default_rng(seed)
     for variable in model.weights:
         name = variable.path.split("/")[-1]
-        if name in ("bias", "beta", "gamma"):
+        if name in ("bias", "beta", "gamma", "final_logits_bias"):
             noise = rng.normal(scale=0.3, size=variable.shape).astype("float32")
             variable.assign(noise + (1.0 if name == "gamma" else 0.0))
 
@@ -144,8 +144,22 @@ def randomize_biases_and_norms(model, seed):
         dict(tie_output_projection=False, scale_embeddings=False, key_dim=4, value_dim=4),
         # Pre-LN, everything shared and tied, sinusoid, biases.
         dict(normalize_first=True, attention_bias=True),
+        # What imports set: fairseq's sinusoid from position 2, GELU, a logits bias.
+        dict(
+            position_layout="halves",
+            position_frequencies="fairseq",
+            position_offset=2,
+            activation="gelu",
+            final_logits_bias=True,
+            attention_bias=True,
+        ),
     ],
-    ids=["pre_ln-separate-learned-bias", "post_ln-untied-unscaled-head_dim", "pre_ln-tied-bias"],
+    ids=[
+        "pre_ln-separate-learned-bias",
+        "post_ln-untied-unscaled-head_dim",
+        "pre_ln-tied-bias",
+        "halves-fairseq-offset-gelu-logits_bias",
+    ],
 )
 def test_log_probs_match_architecture_variants(corpus, tmp_path, options):
     tokenizer, _, (english, german) = corpus
@@ -289,7 +303,7 @@ def test_command_line(trained, corpus, tmp_path, capsys):
 
 def test_missing_ctranslate2_says_how_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "ctranslate2", None)
-    with pytest.raises(ImportError, match=r"pip install 'keras-transformer\[ctranslate2\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'keras-transformer-mt\[ctranslate2\]'"):
         import_ctranslate2()
 
 

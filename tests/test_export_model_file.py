@@ -1,10 +1,12 @@
 """`.keras` files of a model and its tokenizer, and the export command's front end."""
 
 import ast
+import importlib
 import json
 import os
 import pathlib
 import subprocess
+import sys
 import zipfile
 
 import keras
@@ -66,6 +68,38 @@ def test_round_trip_restores_the_training_state(compiled_model, tokenizer, tmp_p
         np.testing.assert_array_equal(to_numpy(original), to_numpy(restored))
     # Still an ordinary `.keras` model file.
     assert isinstance(keras.saving.load_model(path, compile=False), Seq2SeqTransformer)
+
+
+def test_a_fresh_process_loads_a_model_compiled_with_the_paper_optimizer(
+    tiny_config, tokenizer, tmp_path
+):
+    # The package's modules load on first use: loading a compiled model must still find the
+    # optimizer, schedule and loss classes its file names, with nothing imported beforehand.
+    from keras_transformer.training import paper_optimizer
+
+    model = Seq2SeqTransformer(tiny_config.replace(vocabulary_size=120, num_layers=1))
+    model.compile(optimizer=paper_optimizer(model.config.d_model), loss=LabelSmoothedCrossEntropy())
+    model.fit(*batch(0), epochs=1, verbose=0)
+    path = save_translation_model(model, tokenizer, tmp_path / "translator.keras")
+    script = (
+        "import sys; from keras_transformer.export import load_translation_model; "
+        "load_translation_model(sys.argv[1], compile=False); "
+        "assert 'keras_transformer.training' not in sys.modules, 'decoding loads training'; "
+        "model, _ = load_translation_model(sys.argv[1]); "
+        "schedule = model.optimizer.get_config()['learning_rate']['class_name']; "
+        "print(type(model.optimizer).__name__, schedule, "
+        "int(model.optimizer.iterations), type(model.loss).__name__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == [
+        "FusedAdam",
+        "TransformerSchedule",
+        "1",
+        "LabelSmoothedCrossEntropy",
+    ]
 
 
 def test_failed_save_leaves_the_old_file(compiled_model, tokenizer, tmp_path, monkeypatch):
@@ -149,8 +183,11 @@ def test_command_exports_averaged_weights(tiny_config, tokenizer, tmp_path):
 
 
 def test_export_folder_imports_no_training_code():
+    # Module-level imports; the one function-level import, of the training classes a compiled
+    # model file names, runs only for `compile=True` (the fresh-process test above checks
+    # that a decoding load leaves the training package unloaded).
     for path in pathlib.Path(export.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -163,12 +200,14 @@ def test_export_folder_imports_no_training_code():
 
 
 def test_command_runs_itself_on_tensorflow_from_another_backend(tmp_path, monkeypatch):
-    zipfile.ZipFile(tmp_path / "translator.keras", "w").close()  # passes for a .keras file
+    with zipfile.ZipFile(tmp_path / "translator.keras", "w") as archive:  # passes the path checks
+        archive.writestr("keras_transformer_tokenizer.json", "{}")
     argv = ["--model", str(tmp_path / "translator.keras"), "--output", str(tmp_path / "1")]
     calls = []
-    monkeypatch.setattr(command.keras.backend, "backend", lambda: "jax")
+    # The command imports both once its arguments are checked, so they are patched at source.
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
     monkeypatch.setattr(
-        command,
+        importlib.import_module("keras_transformer.export.run_export_command"),
         "run_export_command",
         lambda arguments: calls.append(arguments) or subprocess.CompletedProcess(arguments, 0),
     )

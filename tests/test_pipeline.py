@@ -278,7 +278,8 @@ def test_length_buckets():
         ({"num_replicas": 2, "num_processes": 2, "process_index": 2}, "process_index=2"),
         ({"process_index": -1}, "process_index=-1"),
         ({"max_length": 100, "length_multiple": 8}, "length_multiple=8"),
-        ({"bos_id": 0}, "distinct"),
+        ({"eos_id": 0}, "`eos_id` differing from `pad_id`"),
+        ({"bos_id": -1}, "ids >= 0"),
     ],
 )
 def test_config_errors(overrides, match):
@@ -286,6 +287,9 @@ def test_config_errors(overrides, match):
         PipelineConfig(**overrides)
     with pytest.raises(ValueError, match="PipelineConfig has no field 'budget'"):
         PipelineConfig.from_dict({"budget": 3})
+    # Marian's models start decoding from the padding id, fairseq's from the end id.
+    assert PipelineConfig(pad_id=7, bos_id=7, eos_id=0).bos_id == 7
+    assert PipelineConfig(pad_id=1, bos_id=2, eos_id=2).bos_id == 2
 
 
 @BACKEND_INDEPENDENT

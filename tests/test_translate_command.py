@@ -278,7 +278,9 @@ def test_truncation_is_counted_on_stderr(saved, capsys, tmp_path):
         (["--max-extra-length", "-1"], "--max-extra-length must be >= 0. Received: -1"),
         (["--beam-size", "0"], "--beam-size must be >= 1"),
         (["--n-best", "5"], "--n-best must be <= --beam-size (4). Received: 5"),
-        (["--alpha", "nan"], "--alpha must be a number >= 0"),
+        (["--alpha", "nan"], "--alpha must be a finite number. Received: nan"),
+        (["--alpha", "inf"], "--alpha must be a finite number. Received: inf"),
+        (["--alpha", "-0.5"], "--alpha must be >= 0. Received: -0.5"),
         (["--batch-tokens", "0"], "--batch-tokens must be >= 1"),
         (["--chunk-size", "0"], "--chunk-size must be >= 1"),
         (["--max-source-length", "0"], "--max-source-length must be >= 1"),
@@ -305,7 +307,7 @@ def model_kinds(run, tmp_path):
     empty.mkdir()
     return [
         (saved_model, "is a SavedModel directory; translate takes a .keras model file or a run"),
-        (not_zip, "is not a .keras model file (not a zip archive)"),
+        (not_zip, "is not a .keras model file (not a zip archive: truncated or corrupt"),
         (empty, "not a run directory (no model.keras; is the run finished?)"),
         (tmp_path / "missing", "no such file or directory"),
     ]

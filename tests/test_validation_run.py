@@ -72,7 +72,7 @@ def test_a_diverging_run_ends_with_one_line_naming_the_step_and_checkpoint(tmp_p
     code = recipe_main(
         TINY.replace(output_dir=str(output)),
         "test",
-        argv=["--max-steps", "20", "--learning-rate-scale", "inf", "--no-validate"],
+        argv=["--max-steps", "20", "--learning-rate-scale", "1e30", "--no-validate"],
         prog="quickstart",
     )
     err = capsys.readouterr().err

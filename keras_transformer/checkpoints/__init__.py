@@ -1,45 +1,27 @@
 """Checkpoint averaging (paper 6.1) and checkpoint file helpers."""
 
-from keras_transformer.checkpoints.averaging import (
-    CHECKPOINT_SUFFIXES,
-    average_checkpoints,
-    checkpoint_variables,
-)
-from keras_transformer.checkpoints.checkpoint_files import (
-    checkpoint_step,
-    latest_checkpoints,
-    remove_unfinished_writes,
-    save_weights_atomic,
-)
-from keras_transformer.checkpoints.checkpoint_selection import (
-    CheckpointSelection,
-    checkpoint_candidates,
-    select_checkpoint,
-)
-from keras_transformer.checkpoints.periodic_checkpoint import PeriodicCheckpoint
-from keras_transformer.checkpoints.training_state import (
-    UnreadableCheckpointError,
-    read_checkpoint_metadata,
-    read_training_state,
-    restore_training_state,
-    save_training_state,
-)
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "CHECKPOINT_SUFFIXES",
-    "CheckpointSelection",
-    "PeriodicCheckpoint",
-    "UnreadableCheckpointError",
-    "average_checkpoints",
-    "checkpoint_candidates",
-    "checkpoint_step",
-    "checkpoint_variables",
-    "latest_checkpoints",
-    "read_checkpoint_metadata",
-    "read_training_state",
-    "remove_unfinished_writes",
-    "restore_training_state",
-    "save_training_state",
-    "save_weights_atomic",
-    "select_checkpoint",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "CHECKPOINT_SUFFIXES": "averaging",
+        "average_checkpoints": "averaging",
+        "checkpoint_variables": "averaging",
+        "checkpoint_step": "checkpoint_files",
+        "latest_checkpoints": "checkpoint_files",
+        "remove_unfinished_writes": "checkpoint_files",
+        "save_weights_atomic": "checkpoint_files",
+        "CheckpointSelection": "checkpoint_selection",
+        "checkpoint_candidates": "checkpoint_selection",
+        "select_checkpoint": "checkpoint_selection",
+        "PeriodicCheckpoint": "periodic_checkpoint",
+        "UnreadableCheckpointError": "training_state",
+        "read_checkpoint_metadata": "training_state",
+        "read_training_state": "training_state",
+        "restore_training_state": "training_state",
+        "save_training_state": "training_state",
+    },
+)

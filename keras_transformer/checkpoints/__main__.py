@@ -10,13 +10,10 @@ import argparse
 import os
 import sys
 
-import keras
-
-from keras_transformer.checkpoints.averaging import average_checkpoints
 from keras_transformer.checkpoints.checkpoint_files import latest_checkpoints, save_weights_atomic
-from keras_transformer.models.build_model import build_model
 from keras_transformer.models.presets import get_preset
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.numeric_settings import check_int
 from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, CONFIG_FILE, RunDirectory
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
@@ -31,14 +28,18 @@ the output is written to a temporary file first and then renamed, so it is never
 """
 
 
-def build_parser():
+def build_parser(prog=None):
     """The command's argument parser.
+
+    Args:
+        prog: str or None, the command as typed (default
+            `python -m keras_transformer.checkpoints`).
 
     Returns:
         An `argparse.ArgumentParser`.
     """
     parser = OneLineErrorParser(
-        prog="python -m keras_transformer.checkpoints",
+        prog=prog or "python -m keras_transformer.checkpoints",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -102,16 +103,17 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv=None, prog=None):
     """Runs the command.
 
     Args:
         argv: list of str arguments; None reads `sys.argv`.
+        prog: str or None, the command as typed, for usage and errors.
 
     Returns:
         int, the exit status (0 on success; a user error exits with 2 and one line).
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.preset is not None and args.vocabulary_size is None:
         parser.error("--preset needs --vocabulary-size")
@@ -119,10 +121,11 @@ def main(argv=None):
         parser.error("--vocabulary-size goes with --preset")
     if args.last is not None and args.directory is None and args.run_dir is None:
         parser.error("--last goes with --directory or --run-dir")
-    if args.last is not None and args.last < 1:
-        parser.error(f"--last must be >= 1 (1 copies the last checkpoint). Received: {args.last}")
-    if args.vocabulary_size is not None and args.vocabulary_size < 1:
-        parser.error(f"--vocabulary-size must be >= 1. Received: {args.vocabulary_size}")
+    try:
+        check_int(args.last, "--last", minimum=1, optional=True)
+        check_int(args.vocabulary_size, "--vocabulary-size", minimum=1, optional=True)
+    except ValueError as error:
+        parser.error(str(error))
     if not args.output.endswith((".weights.h5", ".keras")):
         parser.error(f"--output must end in .weights.h5 or .keras. Received: {args.output}")
     for flag, path in [
@@ -147,21 +150,11 @@ def main(argv=None):
                 settings = run.model_settings()
         except ValueError as error:
             parser.error(f"--run-dir {error}")
+    paths = _checkpoint_paths(parser, args, settings)
+    # The backend loads here, once the arguments and paths are checked.
+    from keras_transformer.checkpoints.averaging import average_checkpoints
+
     try:
-        preset = get_preset(args.preset) if args.preset else None
-        paths = args.checkpoints
-        if args.directory is not None:
-            last = args.last
-            if last is None:
-                last = preset.averaged_checkpoints if preset else 5
-            paths = latest_checkpoints(args.directory, last, args.pattern)
-        try:
-            check_output_is_not_an_input(
-                args.output,
-                [("--checkpoints" if args.checkpoints else "checkpoint", path) for path in paths],
-            )
-        except ValueError as error:
-            parser.error(str(error))
         model = _model(args, paths[0], settings)
         average_checkpoints(model, paths)
         save_weights_atomic(model, args.output)
@@ -171,6 +164,34 @@ def main(argv=None):
     for path in paths:
         print(f"  {path}", file=sys.stderr)
     return 0
+
+
+def _checkpoint_paths(parser, args, settings):
+    """The checkpoints to average, checked without the backend; exits 2 on a user error."""
+    try:
+        preset = get_preset(args.preset) if args.preset else None
+        paths = args.checkpoints
+        if args.directory is not None:
+            last = args.last
+            if last is None:
+                last = preset.averaged_checkpoints if preset else 5
+            paths = latest_checkpoints(args.directory, last, args.pattern)
+    except (OSError, ValueError) as error:
+        parser.fail(error)
+    try:
+        check_output_is_not_an_input(
+            args.output,
+            [("--checkpoints" if args.checkpoints else "checkpoint", path) for path in paths],
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    no_config = args.preset is None and args.config is None and settings is None
+    if no_config and not paths[0].endswith(".keras") and _run_config(paths[0]) is None:
+        parser.fail(
+            f"The first checkpoint {paths[0]} holds no config and its run directory has no "
+            f"{CONFIG_FILE}: give --config or --preset with --vocabulary-size."
+        )
+    return paths
 
 
 def _run_config(first_checkpoint):
@@ -183,20 +204,20 @@ def _run_config(first_checkpoint):
 
 
 def _model(args, first_checkpoint, settings=None):
+    import keras
+
+    from keras_transformer.checkpoints.model_file_check import check_model_file, reading_model_file
+    from keras_transformer.models.build_model import build_model
+
     config_path = args.config
     if args.preset is None and config_path is None and settings is None:
         if first_checkpoint.endswith(".keras"):  # the checkpoint holds its config
-            model = keras.saving.load_model(first_checkpoint, compile=False)
+            with reading_model_file(check_model_file(first_checkpoint)):
+                model = keras.saving.load_model(first_checkpoint, compile=False)
             if not model.built:
                 model.build()
             return model
-        config_path = _run_config(first_checkpoint)
-        if config_path is None:
-            raise ValueError(
-                f"The first checkpoint {first_checkpoint} holds no config and its run "
-                f"directory has no {CONFIG_FILE}: give --config or --preset with "
-                "--vocabulary-size."
-            )
+        config_path = _run_config(first_checkpoint)  # `_checkpoint_paths` checked it exists
     return build_model(
         config_path, preset=args.preset, vocabulary_size=args.vocabulary_size, settings=settings
     )

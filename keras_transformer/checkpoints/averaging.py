@@ -14,13 +14,20 @@ import keras
 import numpy as np
 from keras import ops
 
-CHECKPOINT_SUFFIXES = (".weights.h5", ".keras")
+from keras_transformer.checkpoints.checkpoint_files import CHECKPOINT_SUFFIXES
+from keras_transformer.checkpoints.model_file_check import (
+    READ_ERRORS,
+    STATE_GROUP,
+    UnreadableCheckpointError,
+    check_model_file,
+    reading_model_file,
+    unreadable,
+)
+
 # Where Keras keeps the weights inside a `.keras` zip archive.
 _KERAS_ARCHIVE_WEIGHTS = "model.weights.h5"
 # Top-level group of `save_weights` / `save` files holding the optimizer's variables.
 _OPTIMIZER_GROUP = "optimizer"
-# Group of training-state checkpoints holding seed states and the data position.
-STATE_GROUP = "keras_transformer_training_state"
 
 
 def checkpoint_variables(path):
@@ -86,6 +93,8 @@ def average_checkpoints(model, paths):
     >>> save_weights_atomic(model, "averaged.weights.h5")
     """
     paths = _check_paths(paths)
+    for path in paths:  # each whole file, and a training state's SHA-256, as a resume does
+        check_model_file(path)
     expected_path = paths[0]
     expected = checkpoint_variables(expected_path)
     for path in paths[1:]:
@@ -108,7 +117,10 @@ def average_checkpoints(model, paths):
     sums = [np.zeros(variable.shape, dtype="float64") for variable in scratch.weights]
     for path in paths:
         try:
-            scratch.load_weights(path)
+            with reading_model_file(path):
+                scratch.load_weights(path)
+        except UnreadableCheckpointError:
+            raise
         except ValueError as error:
             raise ValueError(
                 f"Checkpoint {path} does not fit the model {model.name!r}: {error}"
@@ -165,8 +177,8 @@ def _open_weights(path):
         else:
             with h5py.File(path, "r") as weights:
                 yield weights
-    except (OSError, KeyError, zipfile.BadZipFile) as error:
-        raise ValueError(f"Cannot read the weights of checkpoint {path}: {error}") from error
+    except READ_ERRORS as error:
+        raise unreadable(path, error, what="Checkpoint") from error
 
 
 def _check_same_variables(path, variables, expected_path, expected):

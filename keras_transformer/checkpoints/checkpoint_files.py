@@ -8,8 +8,9 @@ import re
 import shutil
 import uuid
 
-from keras_transformer.checkpoints.averaging import CHECKPOINT_SUFFIXES
-
+# The files a checkpoint can be (here: this module loads no backend, so the commands find
+# checkpoints before TensorFlow loads).
+CHECKPOINT_SUFFIXES = (".weights.h5", ".keras")
 _LAST_NUMBER = re.compile(r"(\d+)\D*$")
 
 

@@ -54,10 +54,11 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     accumulation over k batches only where that point also ends an update
     (make N a multiple of k, or k of N).
 
-    A SIGTERM (a preemption, `kill`, Kubernetes stopping a pod) is held until
-    the current update (or `fit`'s current validation batch) ends; then the
-    update is saved and the signal acted on: the process exits with status
-    143 through `SystemExit` (or the program's own handler runs), before
+    A SIGTERM (a preemption, `kill`, Kubernetes stopping a pod) or a SIGINT
+    (Ctrl-C) is held until the current update (or `fit`'s current validation
+    batch) ends; then the update is saved, one line names it and how to
+    resume, and the signal is acted on: the process exits with status 143
+    (SIGINT: 130) through `SystemExit` (or the program's own handler runs), before
     the average after `fit`. Only updates in progress are lost. Not in
     multi-worker or multi-process training, where one process cannot stop alone.
 
@@ -82,7 +83,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
             `average_into` averages (paper: 5 base, 20 big); `None`: none, the
             final weights stay.
         save_on_signals: signals that save at the end of the current update
-            and then stop the process (see above). `()` leaves signals alone.
+            and then stop the process (see above): SIGTERM and SIGINT (exit
+            status 143 and 130). `()` leaves signals alone.
         after_save: callable or None, called with the step after each save
             on the schedule and the final one (not after a save for a
             signal): e.g. a validation that runs at every checkpoint.
@@ -104,7 +106,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         every_minutes=10.0,
         keep=5,
         average_last=5,
-        save_on_signals=(signal.SIGTERM,),
+        save_on_signals=(signal.SIGTERM, signal.SIGINT),
         after_save=None,
     ):
         super().__init__()
@@ -130,6 +132,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         self._stop = StopSignals(save_on_signals)
         self._last_batch_logs = None  # the logs of the last training batch
         self.after_save = after_save
+        # A callable returning why the current weights must not be saved (a divergence in
+        # progress: `TrainingMonitor.divergence_suspect`), or None to save.
+        self.hold_saves = None
+        self._held_for = None  # the reason of the last skipped save
 
     def _checkpoints(self):
         """Checkpoint files of the directory, oldest step first."""
@@ -220,7 +226,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         try:
             if self._stop.received is not None:
                 self._save_and_stop()
-            elif (due_steps or due_time) and self._loss_is_finite(logs):
+            elif (due_steps or due_time) and self._may_save(logs):
                 self.save(self._step())
                 if self.after_save is not None:
                     self.after_save(self._step())
@@ -248,7 +254,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     def _save_and_stop(self):
         """Saves the current step (unless just saved), then delivers the signal."""
         step = self._step()
-        if not self._saved_step(step) and self._loss_is_finite(self._last_batch_logs):
+        if not self._saved_step(step) and self._may_save(self._last_batch_logs):
             self.save(step)
         self._stop_now(step)
 
@@ -265,8 +271,21 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         _message(
             f"{name} received: stopped after step {step}; last checkpoint: "
             + (last[-1] if last else f"none in {self.directory}")
+            + "; run the same command again to resume from it"
         )
         self._stop.deliver()
+
+    def _may_save(self, logs):
+        """Whether the weights may be saved: a finite loss, and no divergence in progress."""
+        if not self._loss_is_finite(logs):
+            return False
+        reason = self.hold_saves() if self.hold_saves is not None else None
+        if reason:
+            if reason != self._held_for:  # once per reason, not at every skipped save
+                _message(f"WARNING: checkpoint of step {self._step()} skipped: {reason}.")
+            self._held_for = reason
+            return False
+        return True
 
     def _loss_is_finite(self, logs):
         loss = (logs or {}).get("loss")
@@ -322,16 +341,18 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         """
         self._stop.restore()
 
-    def last_checkpoint(self):
-        """The path of the newest checkpoint on disk, or None."""
+    def last_checkpoint(self, before_step=None):
+        """The path of the newest checkpoint on disk (of a step < `before_step`), or None."""
         found = self._checkpoints() if os.path.isdir(self.directory) else []
+        if before_step is not None:
+            found = [path for path in found if checkpoint_step(path) < before_step]
         return found[-1] if found else None
 
     def _end_training(self, logs):
         if self._failed:
             return
         step = self._step()
-        if not self._saved_step(step) and self._loss_is_finite(logs):
+        if not self._saved_step(step) and self._may_save(logs):
             self.save(step)
             if self._stop.received is None and self.after_save is not None:
                 self.after_save(step)

@@ -73,14 +73,17 @@ class StopSignals:
         """Restores the handlers, then acts on the signal received as they would have.
 
         A Python handler the program had installed is called. Otherwise the
-        process exits with status 128 + signal number (143 for SIGTERM, as if
-        the signal had killed it) through `SystemExit`, so `finally` blocks run
-        and open files are flushed and closed.
+        process exits with status 128 + signal number (143 for SIGTERM, 130 for
+        SIGINT, as if the signal had killed it) through `SystemExit`: Python's
+        default SIGINT handler (a `KeyboardInterrupt` traceback) is not called.
+        `finally` blocks run, and open files are flushed and closed.
         """
         signum, previous = self.received, self._previous.get(self.received)
         self.received = None  # delivered once; later signals go to the restored handlers
         self.restore()
-        if callable(previous):
+        # Python's own SIGINT handler raises KeyboardInterrupt (a traceback): Ctrl-C ends
+        # like SIGTERM instead, with status 130.
+        if callable(previous) and previous is not signal.default_int_handler:
             previous(signum, None)
             return
         raise SystemExit(128 + int(signum))

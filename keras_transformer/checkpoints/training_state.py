@@ -12,7 +12,6 @@ and optional metadata. The file is written under a temporary name and renamed wh
 complete.
 """
 
-import hashlib
 import json
 import os
 
@@ -22,13 +21,17 @@ from keras import ops
 
 from keras_transformer.checkpoints.averaging import STATE_GROUP
 from keras_transformer.checkpoints.checkpoint_files import save_weights_atomic
+from keras_transformer.checkpoints.model_file_check import (
+    CHECK_ERRORS,
+    UnreadableCheckpointError,
+    check_weights_digest,
+    content_digest,
+    state_digest,
+    unreadable,
+)
 from keras_transformer.training.optimizer_state import batches_trained
 
 _FORMAT_VERSION = 1
-
-
-class UnreadableCheckpointError(ValueError):
-    """A checkpoint file that is truncated, corrupt, or not a training state."""
 
 
 def _seed_states(model):
@@ -39,21 +42,6 @@ def _seed_states(model):
         for variable in model.variables
         if id(variable) not in weights and "seed_generator_state" in variable.path
     ]
-
-
-def _content_digest(file):
-    """SHA-256 over the names, dtypes, shapes and bytes of every dataset of an open file."""
-    digest = hashlib.sha256()
-    names = []
-    file.visititems(
-        lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None
-    )
-    for name in sorted(names):
-        data = np.ascontiguousarray(file[name][()])
-        digest.update(f"{name}|{data.dtype.str}|{data.shape}|".encode())
-        # Variable-length strings are Python objects: hash their values, not pointers.
-        digest.update(repr(data.tolist()).encode() if data.dtype == object else data.tobytes())
-    return digest.hexdigest()
 
 
 def save_training_state(model, path, batches=None, metadata=None):
@@ -95,7 +83,8 @@ def save_training_state(model, path, batches=None, metadata=None):
             group.attrs["num_seed_states"] = len(seeds)
             if metadata is not None:
                 group.attrs["metadata"] = json.dumps(metadata)
-            group.attrs["sha256"] = _content_digest(file)
+            group.attrs["sha256"] = content_digest(file)
+            group.attrs["state_sha256"] = state_digest(group.attrs)
             # Written last: a file without it was never finished.
             group.attrs["format_version"] = _FORMAT_VERSION
 
@@ -126,21 +115,13 @@ def read_training_state(path):
                     f"Checkpoint {path} holds no training state (group {STATE_GROUP!r}); "
                     "it was not written by save_training_state / PeriodicCheckpoint."
                 )
+            check_weights_digest(file, path)
             attrs = file[STATE_GROUP].attrs
-            if "sha256" in attrs:
-                expected = attrs["sha256"]
-                expected = expected.decode() if isinstance(expected, bytes) else str(expected)
-                if _content_digest(file) != expected:
-                    raise UnreadableCheckpointError(
-                        f"Checkpoint {path} fails its SHA-256 check: its data changed after "
-                        "it was written (disk corruption or an overwrite)."
-                    )
             return int(attrs["batches"])
-    except OSError as error:
-        size = os.path.getsize(path) if os.path.exists(path) else "missing"
-        raise UnreadableCheckpointError(
-            f"Checkpoint {path} cannot be read (truncated or corrupt? size: {size} bytes): {error}"
-        ) from error
+    except UnreadableCheckpointError:
+        raise
+    except CHECK_ERRORS as error:
+        raise unreadable(path, error, what="Checkpoint") from error
 
 
 def read_checkpoint_metadata(path):

@@ -3,20 +3,18 @@
 Builds on `keras_transformer.text`; never imports the model packages.
 """
 
-from keras_transformer.data.length_buckets import LengthBuckets
-from keras_transformer.data.pipeline_config import PipelineConfig
-from keras_transformer.data.pipeline_summary import PipelineSummary
-from keras_transformer.data.tokenized_corpus import TokenizedCorpus
-from keras_transformer.data.translation_dataset import (
-    TranslationDataset,
-    make_translation_dataset,
-)
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "LengthBuckets",
-    "PipelineConfig",
-    "PipelineSummary",
-    "TokenizedCorpus",
-    "TranslationDataset",
-    "make_translation_dataset",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "LengthBuckets": "length_buckets",
+        "PipelineConfig": "pipeline_config",
+        "PipelineSummary": "pipeline_summary",
+        "TokenizedCorpus": "tokenized_corpus",
+        "TranslationDataset": "translation_dataset",
+        "make_translation_dataset": "translation_dataset",
+    },
+)

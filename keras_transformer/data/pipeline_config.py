@@ -52,7 +52,8 @@ class PipelineConfig(DataclassConfig):
     prefetch: bool = True
     # End every source with EOS, as tensor2tensor and fairseq do.
     add_source_eos: bool = True
-    # Token ids; defaults match `SubwordTokenizer` (pad 0, begin 2, end 3).
+    # Token ids; defaults match `SubwordTokenizer` (pad 0, begin 2, end 3). An imported
+    # model's tokenizer may have others (fairseq: pad 1, begin 0, end 2; Marian: begin = pad).
     pad_id: int = 0
     bos_id: int = 2
     eos_id: int = 3
@@ -108,7 +109,11 @@ class PipelineConfig(DataclassConfig):
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"`seed` must be a non-negative int. Received: seed={self.seed!r}")
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
-        if len(set(ids.values())) != 3 or min(ids.values()) < 0:
+        # The decoder's first input may be the padding id (Marian's models start from it) or
+        # the end id (fairseq's); an end id equal to the padding id would be ignored by the loss.
+        if self.eos_id == self.pad_id or min(ids.values()) < 0:
             raise ValueError(
-                f"`pad_id`, `bos_id`, `eos_id` must be distinct ids >= 0. Received: {ids}"
+                "`pad_id`, `bos_id`, `eos_id` must be ids >= 0, `eos_id` differing from "
+                "`pad_id` (`bos_id` may equal either: Marian's models start decoding from the "
+                f"padding id, fairseq's from the end id). Received: {ids}"
             )

@@ -86,11 +86,13 @@ class TokenizedCorpus:
 
         Args:
             corpus: a `ParallelCorpus` (or anything with `.sources` and `.targets`).
-            tokenizer: a `SubwordTokenizer` (any layer mapping a batch of
-                strings to a `tf.RaggedTensor` of ids).
+            tokenizer: a `SubwordTokenizer` or `JointVocabularyTokenizer` (any
+                layer mapping a batch of strings to a `tf.RaggedTensor` of ids;
+                targets go through its `tokenize_target` where it has one).
         """
         source_values, source_splits = _tokenize(corpus.sources, tokenizer)
-        target_values, target_splits = _tokenize(corpus.targets, tokenizer)
+        target_tokenizer = getattr(tokenizer, "tokenize_target", tokenizer)
+        target_values, target_splits = _tokenize(corpus.targets, target_tokenizer)
         return cls(source_values, source_splits, target_values, target_splits)
 
     @classmethod

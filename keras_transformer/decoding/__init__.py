@@ -1,13 +1,16 @@
 """Decoding: greedy and beam search with the model's key/value cache (paper 6.1)."""
 
-from keras_transformer.decoding.beam_search import beam_search, build_beam_search, length_penalty
-from keras_transformer.decoding.greedy_search import build_greedy_search
-from keras_transformer.decoding.translator import Translator
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "Translator",
-    "beam_search",
-    "build_beam_search",
-    "build_greedy_search",
-    "length_penalty",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "beam_search": "beam_search",
+        "build_beam_search": "beam_search",
+        "length_penalty": "beam_search",
+        "build_greedy_search": "greedy_search",
+        "Translator": "translator",
+    },
+)

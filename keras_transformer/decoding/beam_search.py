@@ -3,6 +3,7 @@
 from keras import ops
 
 from keras_transformer import backend
+from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
 from keras_transformer.decoding.search_state import (
     NEG_INF,
     best_next_tokens,
@@ -14,11 +15,21 @@ from keras_transformer.decoding.search_state import (
     reorder_state,
     start_decoding,
 )
+from keras_transformer.utils.numeric_settings import check_decoding_settings
 
 
-def length_penalty(length, alpha):
-    """GNMT length penalty `((5 + length) / 6) ** alpha` (Wu et al., 2016)."""
-    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+def length_penalty(length, alpha, rule="gnmt"):
+    """The divisor of a finished hypothesis's log-probability.
+
+    `"gnmt"` (paper 6.1): `((5 + length) / 6) ** alpha` (Wu et al., 2016).
+    `"average"`: `length ** alpha`, the `length_penalty` of Hugging Face
+    transformers' and fairseq's beam search (alpha 1 ranks by the average
+    log-probability per token).
+    """
+    length = ops.cast(length, "float32")
+    if rule == "average":
+        return ops.power(length, alpha)
+    return ops.power((5.0 + length) / 6.0, alpha)
 
 
 def _gather_beams(tensor, indices):
@@ -36,6 +47,7 @@ def build_beam_search(
     eos_id,
     beam_size=4,
     alpha=0.6,
+    length_penalty_rule="gnmt",
     max_extra_length=50,
     num_results=1,
     use_cache=True,
@@ -53,7 +65,8 @@ def build_beam_search(
     Each step extends every live beam by every token, keeps the `2 * beam_size`
     best continuations, and splits them: those ending in EOS and ranked among
     the best `beam_size` become finished hypotheses scored
-    `log_prob / ((5 + length) / 6) ** alpha` (length counts the EOS); the best
+    `log_prob / ((5 + length) / 6) ** alpha` (length counts the EOS; or
+    `log_prob / length ** alpha` with `length_penalty_rule="average"`); the best
     `beam_size` that did not end stay live. The best `beam_size`
     finished hypotheses are kept. A row is settled when its `num_results`-th
     best finished hypothesis scores at least the best score any live beam
@@ -69,6 +82,9 @@ def build_beam_search(
         beam_size: int. Beams per source (paper: 4).
         alpha: float. Length penalty exponent (paper: 0.6); 0 ranks by raw
             log-probability.
+        length_penalty_rule: `"gnmt"` (paper: `((5 + length) / 6) ** alpha`)
+            or `"average"` (`length ** alpha`, transformers' and fairseq's
+            `length_penalty`); see `length_penalty`.
         max_extra_length: int. Output tokens allowed beyond the source length
             (paper: 50).
         num_results: int. Hypotheses returned per source, best first
@@ -103,13 +119,17 @@ def build_beam_search(
         raise ValueError(
             f"`num_results` must be in [1, beam_size={beam_size}]. Received: {num_results}"
         )
+    if length_penalty_rule not in LENGTH_PENALTY_RULES:
+        raise ValueError(
+            f"`length_penalty_rule` must be one of {LENGTH_PENALTY_RULES}. "
+            f"Received: {length_penalty_rule!r}"
+        )
     if stop_rule not in ("results", "beam"):
         raise ValueError(f"`stop_rule` must be 'results' or 'beam'. Received: {stop_rule!r}")
     # The finished slot whose score settles a row: later hypotheses can only
     # change the slots after it.
     settling_slot = num_results - 1 if stop_rule == "results" else beam_size - 1
-    if alpha < 0:
-        raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha}")
+    check_decoding_settings(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
     can_drop = use_cache and backend.shrinking_batch()
     if drop_settled is None:
         drop_settled = can_drop
@@ -128,7 +148,7 @@ def build_beam_search(
         num_steps = source_length + max_extra_length + 1  # the last one can only emit EOS
         k = beam_size
         limits = output_limits(encoder_token_ids, pad_id, max_extra_length)  # (batch,)
-        max_penalty = length_penalty(limits + 1, alpha)  # (batch,)
+        max_penalty = length_penalty(limits + 1, alpha, length_penalty_rule)  # (batch,)
 
         # Each source is encoded once; its k beams read the same cross-attention keys.
         encoder_outputs = model.encode(encoder_token_ids)
@@ -188,7 +208,9 @@ def build_beam_search(
             # (as fairseq does): then beam size 1 is exactly greedy decoding.
             finishes = ops.logical_and(ends, ops.arange(2 * k)[None, :] < k)
             new_scores = ops.where(
-                finishes, top_log_probs / length_penalty(step + 1, alpha), NEG_INF
+                finishes,
+                top_log_probs / length_penalty(step + 1, alpha, length_penalty_rule),
+                NEG_INF,
             )
             pool = ops.concatenate([finished, sequences], axis=1)  # (sources, 3k, steps + 1)
             pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)

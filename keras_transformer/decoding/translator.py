@@ -8,6 +8,7 @@ import numpy as np
 from keras_transformer.decoding.beam_search import build_beam_search
 from keras_transformer.decoding.greedy_search import build_greedy_search
 from keras_transformer.utils.count_progress import CountProgress
+from keras_transformer.utils.numeric_settings import check_decoding_settings, check_int
 
 
 def to_token_lists(token_ids):
@@ -40,10 +41,13 @@ class Translator:
 
     Args:
         model: a trained `Seq2SeqTransformer`.
-        tokenizer: the shared `SubwordTokenizer` (provides `bos_id`,
-            `eos_id`, `pad_id`, tokenizing and `detokenize`).
+        tokenizer: the model's tokenizer, a `SubwordTokenizer` or
+            `JointVocabularyTokenizer` (provides `bos_id`, `eos_id`,
+            tokenizing and `detokenize`; see `TranslationTokenizer`).
         beam_size: int. Paper: 4.
         alpha: float. Length penalty exponent; paper: 0.6.
+        length_penalty_rule: "gnmt" (paper: `((5 + length) / 6) ** alpha`)
+            or "average" (`length ** alpha`, transformers' `length_penalty`).
         max_extra_length: int. Output tokens beyond the source length;
             paper: 50.
         max_source_length: int or None. Source tokens kept (EOS included);
@@ -78,6 +82,7 @@ class Translator:
         *,
         beam_size=4,
         alpha=0.6,
+        length_penalty_rule="gnmt",
         max_extra_length=50,
         max_source_length=None,
         batch_tokens=4096,
@@ -89,14 +94,15 @@ class Translator:
     ):
         if search not in ("beam", "greedy"):
             raise ValueError(f"`search` must be 'beam' or 'greedy'. Received: search={search!r}")
-        if max_source_length is not None and max_source_length < 1:
-            raise ValueError(
-                f"`max_source_length` must be >= 1 or None. Received: {max_source_length}"
-            )
-        if batch_tokens < 1:
-            raise ValueError(f"`batch_tokens` must be >= 1. Received: {batch_tokens}")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError(f"`batch_size` must be >= 1 or None. Received: {batch_size}")
+        check_decoding_settings(
+            beam_size=beam_size,
+            alpha=alpha,
+            max_extra_length=max_extra_length,
+            max_source_length=max_source_length,
+            **({"num_results": num_results} if search == "beam" else {}),
+        )
+        check_int(batch_tokens, "batch_tokens", minimum=1)
+        check_int(batch_size, "batch_size", minimum=1, optional=True)
         self.model = model
         self.tokenizer = tokenizer
         self.max_source_length = max_source_length
@@ -131,6 +137,7 @@ class Translator:
                 eos_id=tokenizer.eos_id,
                 beam_size=beam_size,
                 alpha=alpha,
+                length_penalty_rule=length_penalty_rule,
                 max_extra_length=max_extra_length,
                 num_results=num_results,
                 drop_settled=drop_settled,

@@ -3,38 +3,27 @@
 See docs/evaluation.md for which BLEU compares with what.
 """
 
-from keras_transformer.evaluation.bleu import chrf, reference_sets, sacre_bleu
-from keras_transformer.evaluation.evaluation_scores import EvaluationScores
-from keras_transformer.evaluation.files import (
-    DEFAULT_METRICS,
-    METRICS,
-    read_lines,
-    score_files,
-)
-from keras_transformer.evaluation.perplexity import perplexity
-from keras_transformer.evaluation.tokenized_bleu import (
-    moses_tokenize,
-    multi30k_bleu,
-    multi_bleu,
-    split_hyphenated_compounds,
-    tokenized_bleu,
-)
-from keras_transformer.evaluation.validation_callback import ValidationCallback
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "DEFAULT_METRICS",
-    "METRICS",
-    "EvaluationScores",
-    "ValidationCallback",
-    "chrf",
-    "moses_tokenize",
-    "multi30k_bleu",
-    "multi_bleu",
-    "perplexity",
-    "read_lines",
-    "reference_sets",
-    "sacre_bleu",
-    "score_files",
-    "split_hyphenated_compounds",
-    "tokenized_bleu",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "chrf": "bleu",
+        "reference_sets": "bleu",
+        "sacre_bleu": "bleu",
+        "EvaluationScores": "evaluation_scores",
+        "DEFAULT_METRICS": "files",
+        "METRICS": "files",
+        "read_lines": "files",
+        "score_files": "files",
+        "perplexity": "perplexity",
+        "moses_tokenize": "tokenized_bleu",
+        "multi30k_bleu": "tokenized_bleu",
+        "multi_bleu": "tokenized_bleu",
+        "split_hyphenated_compounds": "tokenized_bleu",
+        "tokenized_bleu": "tokenized_bleu",
+        "ValidationCallback": "validation_callback",
+    },
+)

@@ -3,7 +3,7 @@
 Example:
 
     python -m keras_transformer.evaluation --hypotheses newstest2014.hyp.de \\
-        --references newstest2014.de --metric bleu chrf tokenized_bleu
+        --references newstest2014.de --metrics bleu chrf tokenized_bleu
 """
 
 import argparse
@@ -11,7 +11,7 @@ import dataclasses
 import json
 import sys
 
-from keras_transformer.evaluation.files import DEFAULT_METRICS, METRICS, score_files
+from keras_transformer.evaluation.evaluation_scores import DEFAULT_METRICS, METRICS
 from keras_transformer.utils.command_line import OneLineErrorParser
 from keras_transformer.utils.run_directory import RunDirectory
 from keras_transformer.utils.same_file import check_output_is_not_an_input
@@ -28,14 +28,18 @@ Metrics:
 """
 
 
-def build_parser():
+def build_parser(prog=None):
     """The command's argument parser.
+
+    Args:
+        prog: str or None, the command as typed (default
+            `python -m keras_transformer.evaluation`).
 
     Returns:
         An `argparse.ArgumentParser`.
     """
     parser = OneLineErrorParser(
-        prog="python -m keras_transformer.evaluation",
+        prog=prog or "python -m keras_transformer.evaluation",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -58,20 +62,22 @@ def build_parser():
         "each with as many lines as --hypotheses.",
     )
     parser.add_argument(
+        # `--metrics`, as `train --metrics`; `--metric` is its deprecated older name.
+        "--metrics",
         "--metric",
+        dest="metrics",
         nargs="+",
         choices=METRICS,
         default=list(DEFAULT_METRICS),
         metavar="NAME",
         help=f"Metrics to compute, among {', '.join(METRICS)} "
-        f"(default: {' '.join(DEFAULT_METRICS)}).",
+        f"(default: {' '.join(DEFAULT_METRICS)}). --metric is a deprecated alias.",
     )
     parser.add_argument(
         "--language",
-        default="de",
         metavar="CODE",
         help="Target language code for the Moses tokenizer of tokenized_bleu and "
-        "multi30k_bleu (default: %(default)s).",
+        "multi30k_bleu (default: the --run-dir's target language, else de).",
     )
     parser.add_argument(
         "--lowercase",
@@ -91,25 +97,28 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv=None, prog=None):
     """Runs the command.
 
     Args:
         argv: list of str arguments; None reads `sys.argv`.
+        prog: str or None, the command as typed, for usage and errors.
 
     Returns:
         int, the exit status (0 on success; a user error exits with 2 and one line).
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.run_dir is not None:
         try:
             run = RunDirectory(args.run_dir)
             args.hypotheses = args.hypotheses or run.hypotheses_file()
             args.references = args.references or [run.reference_file(args.hypotheses)]
+            experiment = (run.settings() or {}).get("experiment", {})
             if args.lowercase is None:
-                experiment = (run.settings() or {}).get("experiment", {})
                 args.lowercase = bool(experiment.get("vocabulary_lowercase", False))
+            if args.language is None:  # an en-fr run is scored with French tokenization
+                args.language = experiment.get("target_language")
         except ValueError as error:
             parser.error(f"--run-dir {error}")
     for flag in ("hypotheses", "references"):
@@ -122,12 +131,14 @@ def main(argv=None):
             check_output_is_not_an_input(args.json, inputs, output_flag="--json")
         except ValueError as error:
             parser.error(str(error))
+    from keras_transformer.evaluation.files import score_files  # sacrebleu, sacremoses
+
     try:
         scores = score_files(
             args.hypotheses,
             args.references,
-            metrics=args.metric,
-            language=args.language,
+            metrics=args.metrics,
+            language=args.language or "de",
             lowercase=bool(args.lowercase),
         )
     except (OSError, ValueError) as error:

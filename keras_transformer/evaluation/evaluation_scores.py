@@ -2,13 +2,18 @@
 
 import dataclasses
 
+# The metrics `score_files` computes, and those it computes by default (here, not in files.py,
+# so that the command line offers them without importing sacrebleu and sacremoses).
+METRICS = ("bleu", "chrf", "tokenized_bleu", "multi30k_bleu")
+DEFAULT_METRICS = ("bleu", "chrf", "tokenized_bleu")
+
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationScores:
     """BLEU variants and chrF of a hypothesis file against its references.
 
     A metric that was not requested is None. `format()` gives the lines
-    the `python -m keras_transformer.evaluation` command prints.
+    the `keras-transformer evaluate` command prints.
     """
 
     # Number of segments (lines) scored.

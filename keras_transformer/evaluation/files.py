@@ -3,12 +3,15 @@
 import os
 
 from keras_transformer.evaluation.bleu import chrf, sacre_bleu
-from keras_transformer.evaluation.evaluation_scores import EvaluationScores
+from keras_transformer.evaluation.evaluation_scores import (
+    DEFAULT_METRICS,
+    METRICS,
+    EvaluationScores,
+)
 from keras_transformer.evaluation.tokenized_bleu import multi30k_bleu, tokenized_bleu
 from keras_transformer.text import text_files
 
-METRICS = ("bleu", "chrf", "tokenized_bleu", "multi30k_bleu")
-DEFAULT_METRICS = ("bleu", "chrf", "tokenized_bleu")
+__all__ = ["DEFAULT_METRICS", "METRICS", "read_lines", "score_files"]
 
 
 def read_lines(path):

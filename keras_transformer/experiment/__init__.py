@@ -1,8 +1,16 @@
 """Training runs end to end, as the recipes and the command line start them."""
 
-from keras_transformer.experiment.experiment_config import DISTRIBUTIONS, ExperimentConfig
-from keras_transformer.experiment.experiment_result import ExperimentResult
-from keras_transformer.experiment.run_experiment import run_experiment
-from keras_transformer.experiment.split_files import split_paths
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = ["DISTRIBUTIONS", "ExperimentConfig", "ExperimentResult", "run_experiment", "split_paths"]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "DISTRIBUTIONS": "experiment_config",
+        "ExperimentConfig": "experiment_config",
+        "ExperimentResult": "experiment_result",
+        "run_experiment": "run_experiment",
+        "split_paths": "split_files",
+    },
+)

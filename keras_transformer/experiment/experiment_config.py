@@ -6,6 +6,7 @@ from keras_transformer.data.pipeline_config import PipelineConfig
 from keras_transformer.models.presets import PRESETS, get_preset
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
+from keras_transformer.utils.numeric_settings import check_decoding_settings
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker", "data_parallel")
 PRECISIONS = ("mixed_bfloat16", "mixed_float16")
@@ -19,6 +20,9 @@ FINAL_MODELS = ("average", "best", "last")
 PIPELINE_OVERRIDES = ("max_length", "min_bucket_length", "bucket_growth", "length_multiple")
 # TransformerConfig fields a run takes from its vocabulary, not from `model_overrides`.
 VOCABULARY_FIELDS = ("vocabulary_size", "source_vocabulary_size", "pad_id")
+# TransformerConfig fields a run started from a model file (`init_from`) may change: they
+# shape training only, not the weights.
+INIT_FROM_OVERRIDES = ("dropout", "attention_dropout", "activation_dropout")
 MODEL_OVERRIDES = tuple(
     field.name
     for field in dataclasses.fields(TransformerConfig)
@@ -84,6 +88,23 @@ class ExperimentConfig(DataclassConfig):
         "Case-fold all text in the vocabulary (SentencePiece's nmt_nfkc_cf), as the Multi30k "
         "literature's lowercased training text: the model reads and writes lowercase, and the "
         "run's BLEU and chrF (valid and test) ignore case, as their signatures say (case:lc).",
+    )
+    vocabulary_file: str | None = setting(
+        None,
+        "Use this SentencePiece .model file (ids: <pad> 0, <unk> 1, <s> 2, </s> 3, as "
+        "keras-transformer's vocabularies) instead of training one; its size is the file's "
+        "(--vocabulary-size and --vocabulary-type are refused with it).",
+        flag="--vocabulary",
+        metavar="FILE",
+    )
+    init_from: str | None = setting(
+        None,
+        "Start from this translation model file (a run's model.keras, or keras-transformer "
+        "import's output): its architecture, weights and tokenizer; the run trains them on "
+        "its own data with a new optimizer and its own schedule. The recipe's model settings "
+        "do not apply; --model-override may change only dropout, attention_dropout and "
+        "activation_dropout; --preset still gives the label smoothing, steps and averaging.",
+        metavar="MODEL",
     )
     preset: str = setting(
         "base",
@@ -240,6 +261,15 @@ class ExperimentConfig(DataclassConfig):
         "terminal) and a line per validation.",
         choices=(0, 1, 2),
     )
+    divergence_check: bool = setting(
+        True,
+        "Stop the run when the training loss stays far above its running level (more than "
+        "twice it and 1 nat above it) for --divergence-steps updates: a diverged run, "
+        "stopped before its checkpoints replace the good ones (docs/training.md).",
+    )
+    divergence_steps: int = setting(
+        200, "Updates the loss must stay far above its running level to stop the run."
+    )
     seed: int = setting(0, "Seed of the data order, weights and dropout.")
 
     def __post_init__(self):
@@ -269,6 +299,10 @@ class ExperimentConfig(DataclassConfig):
                 f"({averaged}). Received: keep_checkpoints={kept}"
             )
         _at_least(self, 0, "max_extra_length", "seed", "alpha")
+        _at_least(self, 1, "divergence_steps")
+        check_decoding_settings(
+            beam_size=self.beam_size, alpha=self.alpha, max_extra_length=self.max_extra_length
+        )
         for name in ("learning_rate_scale", "checkpoint_every_minutes"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -306,7 +340,24 @@ class ExperimentConfig(DataclassConfig):
             )
         get_preset(self.preset)
         self.model_config()
+        self._check_starting_point()
         self.pipeline_config()
+
+    def _check_starting_point(self):
+        """`init_from` and `vocabulary_file` (their files are checked when the run starts)."""
+        if self.init_from is None:
+            return
+        if self.vocabulary_file is not None:
+            raise ValueError(
+                "`init_from` and `vocabulary_file` both choose the tokenizer: --init-from "
+                "uses the model file's own. Received both."
+            )
+        fixed = sorted(set(self.model_overrides) - set(INIT_FROM_OVERRIDES))
+        if fixed:
+            raise ValueError(
+                f"`model_overrides` may set only {', '.join(INIT_FROM_OVERRIDES)} with "
+                f"`init_from` (the architecture is the model file's). Received: {fixed}"
+            )
 
     def checkpoints_averaged(self):
         """`average_last`, or the preset's number of averaged checkpoints (6.1)."""

@@ -13,6 +13,41 @@ except ImportError:  # Windows: no advisory locks, runs are not guarded
 logger = logging.getLogger("keras_transformer.experiment")
 
 
+def _holder_error(path, holder):
+    """The OSError naming the run that holds the lock file `path`."""
+    directory = os.path.dirname(path)
+    return OSError(
+        f"Another run is writing in the output directory {directory} ({holder}; lock "
+        f"file {path}). Wait for it to end or pass another --output-dir."
+    )
+
+
+def check_output_dir_free(directory):
+    """Raises OSError when another run holds `directory`'s lock; writes nothing.
+
+    A check ahead of `OutputDirLock` (which still takes the lock), so a command
+    refuses an occupied directory before it loads the backend.
+
+    Args:
+        directory: str, an output directory (it need not exist).
+    """
+    path = os.path.join(directory, OutputDirLock.NAME)
+    if fcntl is None or not os.path.isfile(path):
+        return
+    try:
+        file = open(path, encoding="utf-8")  # noqa: SIM115 (`with file` below)
+    except OSError:
+        return  # unreadable: `OutputDirLock` decides
+    with file:
+        try:
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = file.read().strip() or "a process that wrote no details"
+            raise _holder_error(path, holder) from None
+        except OSError:
+            return  # no locks on this file system: `OutputDirLock` warns
+
+
 class OutputDirLock:
     """Holds `{directory}/.run.lock` while one run writes in `directory`.
 
@@ -50,11 +85,7 @@ class OutputDirLock:
             file.seek(0)
             holder = file.read().strip() or "a process that wrote no details"
             file.close()
-            directory = os.path.dirname(self.path)
-            raise OSError(
-                f"Another run is writing in the output directory {directory} ({holder}; lock "
-                f"file {self.path}). Wait for it to end or pass another --output-dir."
-            ) from None
+            raise _holder_error(self.path, holder) from None
         except OSError as error:  # e.g. a file system without locks (ENOLCK)
             logger.warning("Cannot lock %s (%s): this run is not guarded", self.path, error)
             file.close()

@@ -5,13 +5,21 @@ a new field with help text is a new flag. `--config FILE` starts from a run's
 `config.json` (or a JSON object of ExperimentConfig fields); flags override it.
 """
 
+import argparse
+import os
 import shlex
 import sys
 
 from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.experiment.input_checks import check_before_training
 from keras_transformer.experiment.run_config_file import read_run_config
 from keras_transformer.utils.command_line import OneLineErrorParser, one_line
-from keras_transformer.utils.config_arguments import add_config_arguments, config_changes, flag_of
+from keras_transformer.utils.config_arguments import (
+    NONE_WORDS,
+    add_config_arguments,
+    config_changes,
+    flag_of,
+)
 
 # Errors a user can cause (paths, languages, a checkpoint of another model): one line each.
 USER_ERRORS = (ValueError, OSError, KeyError)
@@ -36,7 +44,11 @@ def build_parser(defaults, description, prog=None):
     Returns:
         `(parser, added)`: the `OneLineErrorParser`, and the fields its flags set.
     """
-    parser = OneLineErrorParser(prog=prog, description=description)
+    parser = OneLineErrorParser(
+        prog=prog,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the recipes' example commands
+    )
     parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     return parser, add_config_arguments(parser, defaults)
 
@@ -61,18 +73,24 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
     argv = sys.argv[1:] if argv is None else list(argv)
     first = OneLineErrorParser(prog=prog, add_help=False)
     first.add_argument("--config", metavar="FILE")
+    first.add_argument("--init-from", metavar="MODEL")
     known, _ = first.parse_known_args(argv)
     if known.config is not None:
         try:
             defaults = config_from_file(known.config)
         except (OSError, ValueError) as error:
             first.error(one_line(error))
+    if known.init_from is not None and known.init_from.lower() not in NONE_WORDS:
+        # The architecture is the model file's: the recipe's model settings do not apply.
+        defaults = defaults.replace(model_overrides={})
     parser, added = build_parser(defaults, description, prog=prog)
     if add_arguments is not None:
         add_arguments(parser)
     arguments = parser.parse_args(argv)
     try:
-        config = defaults.replace(**config_changes(defaults, arguments, added))
+        changes = config_changes(defaults, arguments, added)
+        config = defaults.replace(**changes)
+        _check_vocabulary_flags(config, changes)
     except ValueError as error:
         message = one_line(error)
         for name, field in added.items():  # name the flag beside the field
@@ -82,24 +100,50 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
     return parser, arguments, config
 
 
-def check_before_running(parser, config, require_data=False, language_pairs=None):
-    """Exits with one line (status 2) for settings that cannot run; nothing is written."""
+def _check_vocabulary_flags(config, changes):
+    """Raises for --vocabulary-size/--vocabulary-type given with a vocabulary that exists."""
+    given = [name for name in ("vocabulary_size", "vocabulary_type") if name in changes]
+    if not given or (config.init_from is None and config.vocabulary_file is None):
+        return
+    source = "--init-from's model file" if config.init_from else "--vocabulary's file"
+    raise ValueError(
+        f"{', '.join(f'`{name}`' for name in given)} cannot be set: the vocabulary is "
+        f"{source}, not trained by the run"
+    )
+
+
+def check_before_running(
+    parser, config, require_data=False, language_pairs=None, command_line=None, output_dir=True
+):
+    """Exits with one line (status 2) for settings that cannot run; nothing is written.
+
+    Every check here needs no backend (`input_checks`): a user error ends the command
+    before TensorFlow, JAX or torch loads. `output_dir=False` skips the checks of
+    `config.output_dir` itself (its lock, a resume's config.json), for commands whose
+    runs write in subfolders of it.
+    """
     if require_data and config.data_dir is None and config.tfds_name is None:
         parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")
     pair = (config.source_language, config.target_language)
     if language_pairs is not None and pair not in language_pairs:
         allowed = ", ".join(f"{s}-{t}" for s, t in language_pairs)
         parser.error(f"language pair {pair[0]}-{pair[1]} is not one of this recipe's: {allowed}")
-    from keras_transformer.experiment.run_experiment import check_inputs
-
+    if config.data_dir is not None and not os.path.isdir(config.data_dir):
+        parser.error(f"--data-dir {config.data_dir} is not a directory.")
     try:
-        check_inputs(config)
+        check_before_training(config, command_line=command_line, output_dir=output_dir)
     except USER_ERRORS as error:
         parser.error(one_line(error))
 
 
 def recipe_main(
-    defaults, description, argv=None, language_pairs=None, require_data=False, prog=None
+    defaults,
+    description,
+    argv=None,
+    language_pairs=None,
+    require_data=False,
+    prog=None,
+    add_arguments=None,
 ):
     """Parses flags over `defaults`, runs the experiment, prints the summary.
 
@@ -111,14 +155,20 @@ def recipe_main(
         require_data: the recipe has no built-in data: `--data-dir` or
             `--tfds` must be given.
         prog: str or None. Program name in usage and errors.
+        add_arguments: callable adding more flags to the parser (as
+            `keras-transformer train`'s `--recipe`), or None.
 
     Returns:
         int, the exit code: 0, or 2 for a run refused or failed on the user's
         input (one line on stderr, no traceback). Bad flags exit with 2 through
         `SystemExit`, as argparse does.
     """
-    parser, arguments, config = parse_experiment(defaults, description, argv, prog)
-    check_before_running(parser, config, require_data, language_pairs)
+    parser, arguments, config = parse_experiment(
+        defaults, description, argv, prog, add_arguments=add_arguments
+    )
+    check_before_running(
+        parser, config, require_data, language_pairs, command_line=arguments.command_line
+    )
     try:
         from keras_transformer.experiment.run_experiment import run_experiment
 

@@ -1,10 +1,17 @@
 """`config.json`: a run's settings, written when it starts and checked when it resumes."""
 
+import hashlib
 import importlib.metadata
 import json
 import os
 import platform
 
+from keras_transformer import __version__
+from keras_transformer.experiment.init_from import (
+    init_settings,
+    run_model_config,
+    vocabulary_file_size,
+)
 from keras_transformer.models.presets import get_preset
 from keras_transformer.text.text_files import atomic_output
 from keras_transformer.utils.json_file import read_json_object
@@ -43,16 +50,20 @@ MAY_CHANGE_ON_RESUME = (
     "export",
     "distribution",
     "log_every_steps",
+    "divergence_check",
+    "divergence_steps",
     "verbose",
     "model_overrides",
     "preset",
 )
-_PACKAGES = ("keras", "tensorflow", "jax", "torch", "keras-transformer")
+_PACKAGES = ("keras", "tensorflow", "jax", "torch")
 
 
 def library_versions():
     """`{package: version}` of Python and the installed packages a run depends on."""
-    versions = {"python": platform.python_version()}
+    # This package's own version by its import name: PyPI's "keras-transformer" is another
+    # project, and the distribution's name may differ in an older editable install.
+    versions = {"python": platform.python_version(), "keras_transformer": __version__}
     for package in _PACKAGES:
         try:
             versions[package] = importlib.metadata.version(package)
@@ -69,34 +80,83 @@ def _resolved_training(config):
     return {"label_smoothing": config.label_smoothing}
 
 
-def run_settings(config, pipeline, command_line=None):
+def data_fingerprint(paths):
+    """`{file name: {"bytes": size, "sha256": digest}}` of a run's training files.
+
+    Recorded in `config.json`: the data position a checkpoint holds counts
+    batches of these files, so a resume on edited files would continue in
+    other sentences. Hashing reads each file once (about 1 s per GB).
+
+    Args:
+        paths: the training split's `(source, target)` paths.
+
+    Returns:
+        dict.
+    """
+    return {os.path.basename(path): _file_fingerprint(path) for path in paths}
+
+
+# `{(path, size, mtime_ns): fingerprint}`: the command checks a resume before the backend
+# loads and `run_experiment` again, and a file is read once for both.
+_FINGERPRINTS = {}
+
+
+def _file_fingerprint(path):
+    """`{"bytes": size, "sha256": digest}` of one file, hashed once per size and time."""
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _FINGERPRINTS:
+        digest = hashlib.sha256()
+        with open(path, "rb") as file:
+            for block in iter(lambda: file.read(1 << 20), b""):
+                digest.update(block)
+        _FINGERPRINTS[key] = {"bytes": stat.st_size, "sha256": digest.hexdigest()}
+    return dict(_FINGERPRINTS[key])
+
+
+def run_settings(config, pipeline, command_line=None, data_files=None):
     """The content of `config.json` for `config` (an ExperimentConfig).
 
     Args:
         config: the run's `ExperimentConfig`.
         pipeline: the `PipelineConfig` of its training batches.
         command_line: str or None, the command that started it.
+        data_files: the training split's paths to fingerprint
+            (`data_fingerprint`), or None (generated or TFDS data).
 
     Returns:
         dict with `experiment` (every ExperimentConfig field), `model` (the
         resolved TransformerConfig: the preset with the overrides applied,
         which `keras-transformer average/export --config` read), `pipeline`,
         `training` (the label smoothing used), `versions` and `command_lines`
-        (this one last).
+        (this one last); with `init_from`, `model` is the model file's and
+        `init_from` holds the file's path and SHA-256.
     """
     return json.loads(
         json.dumps(
             {
                 "format": FORMAT_VERSION,
                 "experiment": config.to_dict(),
-                "model": config.model_config().to_dict(),
+                "model": _model_config(config).to_dict(),
                 "training": _resolved_training(config),
                 "pipeline": pipeline.to_dict(),
                 "versions": library_versions(),
                 "command_lines": [command_line] if command_line else [],
+                **({"data": data_fingerprint(data_files)} if data_files else {}),
+                **({"init_from": init_settings(config.init_from)} if config.init_from else {}),
             }
         )
     )
+
+
+def _model_config(config):
+    """The TransformerConfig the run trains: the preset's (for the `--vocabulary` file's
+    size), or its `init_from` file's."""
+    if config.init_from is not None:
+        return run_model_config(config)
+    if config.vocabulary_file is not None:
+        return config.model_config(vocabulary_file_size(config.vocabulary_file))
+    return config.model_config()
 
 
 def read_run_config(path):
@@ -110,7 +170,7 @@ def _differences(recorded, settings):
     old, new = recorded.get("experiment", {}), settings["experiment"]
     for name in sorted(set(old) & set(new) - set(MAY_CHANGE_ON_RESUME)):
         before, after = old[name], new[name]
-        if name == "data_dir" and before and after:
+        if name in ("data_dir", "init_from", "vocabulary_file") and before and after:
             before, after = os.path.abspath(before), os.path.abspath(after)
         if before != after:
             changed[name] = (old[name], new[name])
@@ -119,7 +179,34 @@ def _differences(recorded, settings):
         for name in sorted(set(old) & set(new)):
             if old[name] != new[name] and name not in changed:
                 changed[name] = (old[name], new[name])
+    # The --init-from file's bytes (its path is `init_from`, compared above).
+    before = recorded.get("init_from", {}).get("sha256")
+    after = settings.get("init_from", {}).get("sha256")
+    if before and after and before != after:
+        changed["init_from file's sha256"] = (before, after)
     return changed
+
+
+def _check_same_data(recorded, current, output_dir):
+    """Raises ValueError when the training files differ from the fingerprint of the run."""
+    if not recorded or not current or recorded == current:
+        return
+    changes = []
+    for name in sorted(set(recorded) | set(current)):
+        before, after = recorded.get(name), current.get(name)
+        if before != after:
+
+            def shown(entry):
+                if entry is None:
+                    return "absent"
+                return f"{entry['bytes']} bytes, sha256 {entry['sha256'][:12]}"
+
+            changes.append(f"{name} was {shown(before)}, is now {shown(after)}")
+    raise ValueError(
+        f"{output_dir}: the training data changed since the run started ({'; '.join(changes)}): "
+        "its checkpoints' data position would point into other sentences; restore the files "
+        "or use a new --output-dir"
+    )
 
 
 def check_resumed_settings(settings, output_dir):
@@ -134,12 +221,14 @@ def check_resumed_settings(settings, output_dir):
 
     Raises:
         ValueError: a setting that shapes the trained state differs, one line
-            naming each such setting's recorded and asked values.
+            naming each such setting's recorded and asked values; or the
+            training files changed (their sizes and SHA-256, `data_fingerprint`).
     """
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
     if not os.path.exists(path):
         return None
     recorded = read_run_config(path)
+    _check_same_data(recorded.get("data"), settings.get("data"), output_dir)
     changed = _differences(recorded, settings)
     if changed:
 

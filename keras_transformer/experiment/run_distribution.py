@@ -1,38 +1,17 @@
 """The distribution of one training run: strategy scope, replicas, process share, folder."""
 
 import contextlib
-import os
 import typing
 
 import keras
 
-# Keras' variable for the number of JAX processes (`keras.distribution.initialize`).
-PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"
-# The backend each distribution runs on: `keras.distribution` is JAX's only, and
-# `tf.distribute` TensorFlow's.
-NEEDED_BACKEND = {"data_parallel": "jax", "mirrored": "tensorflow", "multi_worker": "tensorflow"}
-# What a backend offers instead. Keras 3 has no multi-device `fit` on torch (its `fit` does
-# not run under torch's DistributedDataParallel), so torch trains on one device.
-ALTERNATIVES = {
-    "tensorflow": "'mirrored' or 'multi_worker'",
-    "jax": "'data_parallel'",
-    "torch": "'none' (Keras trains on one device on torch)",
-}
-
-
-def _jax_processes_requested():
-    """`KERAS_DISTRIBUTION_NUM_PROCESSES` as an int (1 when unset)."""
-    value = os.environ.get(PROCESSES_VARIABLE, "1")
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(
-            f"The environment variable {PROCESSES_VARIABLE} must be a positive int (the "
-            f"number of JAX processes). Received: {value!r}"
-        )
-    return count
+from keras_transformer.experiment.input_checks import (  # noqa: F401 (exported names)
+    ALTERNATIVES,
+    NEEDED_BACKEND,
+    PROCESSES_VARIABLE,
+    check_distribution,
+    jax_processes_requested,
+)
 
 
 class RunDistribution(typing.NamedTuple):
@@ -65,17 +44,11 @@ class RunDistribution(typing.NamedTuple):
         single = {"num_processes": 1, "process_index": 0}
         if config.distribution == "none":
             return cls(contextlib.nullcontext(), 1, single, "")
-        backend = keras.backend.backend()
-        needed = NEEDED_BACKEND[config.distribution]
-        if backend != needed:
-            raise ValueError(
-                f"distribution={config.distribution!r} needs KERAS_BACKEND={needed}, not "
-                f"{backend}; use {ALTERNATIVES.get(backend, repr('none'))}."
-            )
+        check_distribution(config.distribution, keras.backend.backend())
         if config.distribution == "data_parallel":
             import jax
 
-            if _jax_processes_requested() > 1 and not jax.distributed.is_initialized():
+            if jax_processes_requested() > 1 and not jax.distributed.is_initialized():
                 # Coordinator address and this process's index from KERAS_DISTRIBUTION_*.
                 keras.distribution.initialize()
             index = jax.process_index()

@@ -16,6 +16,7 @@ from keras_transformer.checkpoints import (
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
+from keras_transformer.experiment.init_from import given_vocabulary, run_model_config
 from keras_transformer.experiment.keras_distribute_workarounds import (
     apply_distribute_workarounds,
 )
@@ -23,6 +24,7 @@ from keras_transformer.experiment.split_files import SplitFiles
 from keras_transformer.experiment.valid_split import (
     check_valid_settings,
     select_on_valid,
+    tokenizer_ids,
     validation_callback,
 )
 from keras_transformer.export import export_saved_model, save_translation_model
@@ -92,8 +94,11 @@ def data(config, output_dir, splits):
 
 
 def vocabulary(config, corpus, output_dir):
-    """Phase 2: the shared subword vocabulary, trained on `corpus` or kept from a resumed run."""
+    """Phase 2: the shared subword vocabulary: trained on `corpus`, kept from a resumed run,
+    or the `--vocabulary` file's (copied into the run)."""
     path = os.path.join(output_dir, "vocabulary.model")
+    if config.vocabulary_file is not None:
+        return SubwordTokenizer(proto=given_vocabulary(config.vocabulary_file, path))
     if os.path.exists(path):  # a resumed run keeps its vocabulary
         with open(path, "rb") as file:
             tokenizer = SubwordTokenizer(proto=file.read())
@@ -119,18 +124,27 @@ def steps_to_train(config, preset):
     return preset.train_steps if config.train_steps is None else config.train_steps
 
 
-def compiled_model(config, preset, distribution, tokenizer, valid, output_dir):
+def compiled_model(config, preset, distribution, tokenizer, valid, output_dir, init_model=None):
     """Phase 3: the compiled model, restored from the last checkpoint of a resumed run.
+
+    Args:
+        init_model: the `--init-from` model whose weights a new run starts
+            from (its architecture, with the run's dropouts), or None.
 
     Returns:
         A `TrainingSetup`.
     """
     smoothing = preset.label_smoothing if config.label_smoothing is None else config.label_smoothing
     average_last = config.checkpoints_averaged()
+    if init_model is None:
+        model_config = config.model_config(tokenizer.vocabulary_size())
+    else:
+        model_config = run_model_config(config)
     with distribution.scope:
-        model = apply_distribute_workarounds(
-            Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
-        )
+        model = apply_distribute_workarounds(Seq2SeqTransformer(model_config))
+        if init_model is not None:  # a checkpoint of a resumed run replaces them below
+            model.build()
+            model.set_weights(init_model.get_weights())
         model.compile(
             optimizer=paper_optimizer(
                 model.config.d_model,
@@ -143,6 +157,7 @@ def compiled_model(config, preset, distribution, tokenizer, valid, output_dir):
             ),
             loss=LabelSmoothedCrossEntropy(
                 label_smoothing=smoothing,
+                pad_id=model.config.pad_id,
                 reduction="sum" if config.accumulation_steps > 1 else "mean_with_sample_weight",
             ),
         )
@@ -179,6 +194,7 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
         accumulation_steps=config.accumulation_steps,
         seed=config.seed,
         start_step=start,
+        **tokenizer_ids(tokenizer),
     )
     logger.info("Training data: %s", train.summary)
     if config.verbose:
@@ -205,7 +221,12 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
         max_steps=train_steps,
         start_step=start,
         progress=bool(config.verbose),
+        divergence_steps=config.divergence_steps if config.divergence_check else None,
+        # A fresh model's loss is about that of a uniform prediction: ln V.
+        initial_loss_level=math.log(tokenizer.vocabulary_size()),
     )
+    # No checkpoint of a diverging run replaces the good ones (docs/training.md).
+    checkpoint.hold_saves = monitor.divergence_suspect
     # The checkpoint last: on SIGTERM it saves and stops after the monitor logged the step.
     callbacks = [monitor, checkpoint]
     if validation is not None:
@@ -227,9 +248,11 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
         checkpoint.restore_signal_handlers()
         if "checkpoint" in str(error):
             raise
+        # A divergence began at `first_step`: checkpoints from then on are not good ones.
+        last = checkpoint.last_checkpoint(before_step=getattr(error, "first_step", None))
         raise FloatingPointError(
             f"{error} Training stopped without saving; last good checkpoint: "
-            f"{checkpoint.last_checkpoint() or 'none in ' + checkpoint.directory}"
+            f"{last or 'none in ' + checkpoint.directory}"
         ) from error
     return str(train.summary)
 
@@ -275,12 +298,12 @@ def save_model(setup, tokenizer, data_dir, output_dir):
         A dict of the paths the run wrote, by name.
     """
     checkpoint, validation = setup.checkpoint, setup.validation
-    paths = {
-        "data": data_dir,
-        "vocabulary": os.path.join(output_dir, "vocabulary.model"),
-        "checkpoints": checkpoint.directory,
-        "train_log": os.path.join(output_dir, TrainingMonitor.CSV_NAME),
-    }
+    paths = {"data": data_dir}
+    vocabulary_path = os.path.join(output_dir, "vocabulary.model")
+    if os.path.exists(vocabulary_path):  # an imported model's tokenizer has other files
+        paths["vocabulary"] = vocabulary_path
+    paths["checkpoints"] = checkpoint.directory
+    paths["train_log"] = os.path.join(output_dir, TrainingMonitor.CSV_NAME)
     if validation is not None:
         paths["valid_log"] = os.path.join(output_dir, ValidationCallback.CSV_NAME)
         if validation.best_path is not None and os.path.exists(validation.best_path):

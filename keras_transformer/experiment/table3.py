@@ -3,8 +3,7 @@
 import dataclasses
 import os
 
-from keras_transformer.experiment.run_experiment import run_experiment
-from keras_transformer.models import PRESETS
+from keras_transformer.models.presets import PRESETS
 
 # The base row and every Table 3 row, in the paper's order.
 TABLE3_VARIANTS = ("base",) + tuple(name for name in PRESETS if name.startswith("table3-"))
@@ -29,6 +28,8 @@ def run_table3(config, variants=TABLE3_VARIANTS):
     Returns:
         list of dict rows, the columns of `format_table3`.
     """
+    from keras_transformer.experiment.run_experiment import run_experiment
+
     rows = []
     for name in variants:
         if name not in PRESETS:
@@ -75,8 +76,19 @@ def format_table3(rows):
     return "\n".join(lines)
 
 
-def table3_main(defaults, description, argv=None):
-    """`recipes/table3.py`: the recipes' flags plus `--variants`; prints the table."""
+def table3_main(defaults, description, argv=None, prog=None, add_arguments=None):
+    """`recipes/table3.py`: the recipes' flags plus `--variants`; prints the table.
+
+    Args:
+        defaults: the recipe's `ExperimentConfig`.
+        description: `--help` text.
+        argv: list of str, or None for `sys.argv[1:]`.
+        prog: str or None, the command as typed, for usage and errors.
+        add_arguments: callable adding more flags to the parser, or None.
+
+    Returns:
+        int, the exit code.
+    """
     import sys
 
     from keras_transformer.experiment.recipe_main import (
@@ -89,13 +101,17 @@ def table3_main(defaults, description, argv=None):
     def add_variants(parser):
         parser.add_argument(
             "--variants", nargs="+", default=list(TABLE3_VARIANTS), choices=TABLE3_VARIANTS,
-            help="Rows to train (default: all of Table 3, base first).",
+            metavar="VARIANT",
+            help=f"Rows to train, among {', '.join(TABLE3_VARIANTS)} (default: all, base first).",
         )  # fmt: skip
+        if add_arguments is not None:
+            add_arguments(parser)
 
     parser, arguments, config = parse_experiment(
-        defaults, description, argv, add_arguments=add_variants
+        defaults, description, argv, prog=prog, add_arguments=add_variants
     )
-    check_before_running(parser, config, require_data=True)
+    # The variants write in subfolders of --output-dir: `run_experiment` checks each.
+    check_before_running(parser, config, require_data=True, output_dir=False)
     try:
         rows = run_table3(config, arguments.variants)
     except USER_ERRORS as error:

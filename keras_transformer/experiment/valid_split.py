@@ -12,50 +12,8 @@ from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import ValidationCallback, perplexity, sacre_bleu
 from keras_transformer.evaluation.perplexity import compile_batch_nll
+from keras_transformer.experiment.input_checks import check_valid_settings  # noqa: F401
 from keras_transformer.text import ParallelCorpus
-
-
-def check_valid_settings(config):
-    """Refuses settings that need the valid split without one.
-
-    Args:
-        config: the run's `ExperimentConfig`.
-
-    Returns:
-        bool, whether the run reads the valid split.
-
-    Raises:
-        ValueError: settings that need a valid split without one, or
-            that contradict each other.
-    """
-    needs = [
-        name
-        for name, on in (
-            ("select_on_valid=True", config.select_on_valid),
-            ("evaluate_valid=True", config.evaluate_valid),
-            ("final_model='best'", config.final_model == "best"),
-            ("validate=True", config.validate),
-        )
-        if on
-    ]
-    if not needs:
-        return False
-    if not config.valid_split:
-        if needs == ["validate=True"]:
-            return False  # nothing to validate on, which the user chose
-        raise ValueError(f"{needs[0]} needs a valid_split (--valid-split).")
-    if config.final_model == "best" and not config.validate:
-        raise ValueError("final_model='best' needs validate=True (the best checkpoint's source).")
-    if (
-        config.select_on_valid
-        and config.select_metric == "bleu"
-        and not (config.validate and config.valid_max_sentences)
-    ):
-        raise ValueError(
-            "select_metric='bleu' translates the valid sentences of the validation: it needs "
-            "validate=True and valid_max_sentences > 0."
-        )
-    return True
 
 
 def config_translator(config, model, tokenizer, search="beam"):
@@ -105,6 +63,15 @@ def validation_callback(config, valid, model, tokenizer, output_dir, start):
     )
 
 
+def tokenizer_ids(tokenizer):
+    """The tokenizer's pad, begin and end ids, as `make_translation_dataset` settings.
+
+    The package's vocabularies use 0, 2, 3 (PipelineConfig's defaults); an imported
+    model's tokenizer (`--init-from`) may use others.
+    """
+    return {name: getattr(tokenizer, name) for name in ("pad_id", "bos_id", "eos_id")}
+
+
 def valid_batches(config, paths, tokenizer):
     """The valid split, read once, and its batches (one pass, unshuffled).
 
@@ -124,6 +91,7 @@ def valid_batches(config, paths, tokenizer):
         **config.pipeline_overrides,
         shuffle=False,
         repeat=False,
+        **tokenizer_ids(tokenizer),
     ).dataset
     return corpus, batches.cache()
 

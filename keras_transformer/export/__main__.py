@@ -12,22 +12,15 @@ import argparse
 import os
 import sys
 
-import keras
-
-from keras_transformer.export.ctranslate2_export import (
-    QUANTIZATIONS,
-    export_ctranslate2,
-    import_ctranslate2,
-)
-from keras_transformer.export.export_saved_model import export_saved_model
-from keras_transformer.export.load_translation_model import load_translation_model
-from keras_transformer.export.run_export_command import run_export_command
-from keras_transformer.models.build_model import build_model
-from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
+from keras_transformer.export.ctranslate2_support import QUANTIZATIONS, import_ctranslate2
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.numeric_settings import check_decoding_settings
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
-from keras_transformer.utils.same_file import check_output_is_not_an_input
+from keras_transformer.utils.same_file import (
+    check_inputs_outside_output_dir,
+    check_output_is_not_an_input,
+)
 
 DESCRIPTION = """\
 Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
@@ -40,19 +33,31 @@ The graph is traced on the TensorFlow backend whatever backend trained the model
 another KERAS_BACKEND this command runs itself again with KERAS_BACKEND=tensorflow.
 
 --format ctranslate2 writes a CTranslate2 model directory instead (the optional ctranslate2
-package: pip install 'keras-transformer[ctranslate2]'), optionally quantized, with the
+package: pip install 'keras-transformer-mt[ctranslate2]'), optionally quantized, with the
 SentencePiece model as vocabulary.model; decoding settings are chosen at translation time.
 """
 
 
-def build_parser():
+# The flags of the decoding settings, as `check_decoding_settings` names them.
+DECODING_FLAGS = {
+    "beam_size": "--beam-size",
+    "alpha": "--alpha",
+    "max_extra_length": "--max-extra-length",
+    "max_source_length": "--max-source-length",
+}
+
+
+def build_parser(prog=None):
     """The command's argument parser.
+
+    Args:
+        prog: str or None, the command as typed (default `python -m keras_transformer.export`).
 
     Returns:
         An `argparse.ArgumentParser`.
     """
     parser = OneLineErrorParser(
-        prog="python -m keras_transformer.export",
+        prog=prog or "python -m keras_transformer.export",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -98,6 +103,13 @@ def build_parser():
     parser.add_argument("--beam-size", type=int, default=4, metavar="N", help="Default: 4.")
     parser.add_argument("--alpha", type=float, default=0.6, help="Length penalty; default 0.6.")
     parser.add_argument(
+        "--length-penalty-rule",
+        choices=LENGTH_PENALTY_RULES,
+        default="gnmt",
+        help="How finished hypotheses are ranked: gnmt (paper, log-prob / ((5 + length) / 6) "
+        "** alpha) or average (log-prob / length ** alpha, transformers' length_penalty).",
+    )
+    parser.add_argument(
         "--max-extra-length",
         type=int,
         default=50,
@@ -127,28 +139,33 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv=None, prog=None):
     """Runs the command.
 
     Args:
         argv: list of str arguments; None reads `sys.argv`.
+        prog: str or None, the command as typed, for usage and errors.
 
     Returns:
         int, the exit status (0 on success; a user error exits with 2 and one line).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.weights is not None and (args.tokenizer is None or not (args.config or args.preset)):
         parser.error("--weights needs --tokenizer and --config or --preset")
     if args.model is not None and (args.config or args.preset):
         parser.error("--config and --preset go with --weights")
-    if args.beam_size < 1:
-        parser.error(f"--beam-size must be >= 1. Received: {args.beam_size}")
-    if not args.alpha >= 0:
-        parser.error(f"--alpha must be >= 0. Received: {args.alpha}")
-    if args.max_source_length is not None and args.max_source_length < 1:
-        parser.error(f"--max-source-length must be >= 1. Received: {args.max_source_length}")
+    try:
+        check_decoding_settings(
+            names=DECODING_FLAGS,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            max_extra_length=args.max_extra_length,
+            max_source_length=args.max_source_length,
+        )
+    except ValueError as error:
+        parser.error(str(error))
     _refuse_output_among_inputs(parser, args)
     output_is_empty_folder = os.path.isdir(args.output) and not os.listdir(args.output)
     if os.path.exists(args.output) and not (args.overwrite or output_is_empty_folder):
@@ -159,10 +176,18 @@ def main(argv=None):
         value = getattr(args, name)
         if value is not None and not os.path.isfile(value):
             parser.fail(f"--{name} file not found: {value}")
+    if args.tokenizer is not None:
+        _check_tokenizer_file(parser, args.tokenizer)
     if args.quantization is not None and args.format != "ctranslate2":
         parser.error("--quantization goes with --format ctranslate2")
     if args.format == "ctranslate2":
         return _export_ctranslate2(parser, args)
+    # The backend loads here, once the arguments and paths are checked.
+    import keras
+
+    from keras_transformer.export.export_saved_model import export_saved_model
+    from keras_transformer.export.run_export_command import run_export_command
+
     if keras.backend.backend() != "tensorflow":
         print(
             f"KERAS_BACKEND is {keras.backend.backend()}: exporting with "
@@ -178,6 +203,7 @@ def main(argv=None):
             args.output,
             beam_size=args.beam_size,
             alpha=args.alpha,
+            length_penalty_rule=args.length_penalty_rule,
             max_extra_length=args.max_extra_length,
             max_source_length=args.max_source_length,
             overwrite=args.overwrite,
@@ -201,6 +227,8 @@ def _export_ctranslate2(parser, args):
     """`--format ctranslate2`: on any backend, since only the weights are read."""
     try:
         import_ctranslate2()  # before the (slow) model load
+        from keras_transformer.export.ctranslate2_export import export_ctranslate2
+
         model, tokenizer = _load(args)
         path = export_ctranslate2(
             model, tokenizer, args.output, quantization=args.quantization, overwrite=args.overwrite
@@ -218,33 +246,60 @@ def _resolve_model(parser, args):
         if args.run_dir is not None:
             args.model = RunDirectory(args.run_dir).model_file()
         elif args.model is not None:
-            args.model = resolve_model_file(args.model, "export")
+            args.model = resolve_model_file(
+                args.model, "export", needs_tokenizer=args.tokenizer is None
+            )
     except ValueError as error:
         parser.error(f"--{'run-dir' if args.run_dir is not None else 'model'} {error}")
 
 
+def _check_tokenizer_file(parser, path):
+    """Exits (status 2) unless `path` is a SentencePiece model with the package's ids."""
+    from keras_transformer.text.sentencepiece_ids import check_special_ids
+
+    with open(path, "rb") as file:
+        proto = file.read()
+    try:
+        check_special_ids(proto)
+    except ValueError as error:
+        parser.fail(f"--tokenizer {path}: {' '.join(str(error).split())}")
+
+
 def _refuse_output_among_inputs(parser, args):
-    """Exits (status 2) when --output is, or holds, the model or the weights it reads."""
-    inputs = [("--model", args.model), ("--weights", args.weights)]
+    """Exits (status 2) when --output is, or holds, a file the export reads.
+
+    `--overwrite` replaces the whole directory: a model, weights, tokenizer or
+    config inside it would be deleted before (or while) it is read.
+    """
+    inputs = [
+        ("--model", args.model),
+        ("--weights", args.weights),
+        ("--tokenizer", args.tokenizer),
+        ("--config", args.config),
+    ]
     try:
         check_output_is_not_an_input(args.output, inputs)
-        for flag, path in inputs:
-            inside = path is not None and os.path.realpath(path).startswith(
-                os.path.join(os.path.realpath(args.output), "")
-            )
-            if inside:
-                raise ValueError(f"--output {args.output} holds {flag} {path}; export elsewhere")
+        check_inputs_outside_output_dir(args.output, inputs)
     except ValueError as error:
         parser.error(str(error))
 
 
 def _load(args):
     """(model, tokenizer) from the command's arguments."""
+    import keras
+
+    from keras_transformer.checkpoints.model_file_check import check_model_file, reading_model_file
+    from keras_transformer.export.load_translation_model import load_translation_model
+    from keras_transformer.models.build_model import build_model
+    from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
+    from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+
     tokenizer = SubwordTokenizer(proto=args.tokenizer) if args.tokenizer else None
     if args.model is not None:
         if tokenizer is None:
             return load_translation_model(args.model, compile=False)
-        model = keras.saving.load_model(args.model, compile=False)
+        with reading_model_file(check_model_file(args.model)):
+            model = keras.saving.load_model(args.model, compile=False)
         if not isinstance(model, Seq2SeqTransformer):
             raise ValueError(
                 f"{args.model} holds a {type(model).__name__}, not a Seq2SeqTransformer."
@@ -255,7 +310,8 @@ def _load(args):
         preset=args.preset,
         vocabulary_size=tokenizer.vocabulary_size() if args.preset else None,
     )
-    model.load_weights(args.weights)
+    with reading_model_file(check_model_file(args.weights)):
+        model.load_weights(args.weights)
     return model, tokenizer
 
 

@@ -6,38 +6,18 @@ import uuid
 
 import keras
 import numpy as np
-import sentencepiece as spm
 
+from keras_transformer.export.ctranslate2_support import QUANTIZATIONS, import_ctranslate2
 from keras_transformer.export.export_saved_model import _replace_directory
+from keras_transformer.text.subword_tokenizer import MODEL_FILE
 
-# CTranslate2's weight types (`ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES`), listed here
-# so that the command line can offer them without importing the optional package.
-QUANTIZATIONS = (
-    "int8",
-    "int8_float32",
-    "int8_float16",
-    "int8_bfloat16",
-    "int16",
-    "float16",
-    "bfloat16",
-    "float32",
-)
 # Positions written for sinusoidal models: CTranslate2's default `max_input_length`, so that
 # any source it accepts by default has an encoding (decoder positions: `max_decoding_length`,
 # 256 by default).
 SINUSOIDAL_POSITIONS = 1024
-# The SentencePiece model, copied next to the CTranslate2 files.
-TOKENIZER_FILE = "vocabulary.model"
-INSTALL_HINT = "pip install 'keras-transformer[ctranslate2]'"
-
-
-def import_ctranslate2():
-    """Imports `ctranslate2`, or raises an ImportError that says how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise ImportError(f"CTranslate2 is not installed: {INSTALL_HINT}") from None
-    return ctranslate2
+# The SentencePiece model of a `SubwordTokenizer`, copied next to the CTranslate2 files (a
+# `JointVocabularyTokenizer` ships `source.spm` and `target.spm`).
+TOKENIZER_FILE = MODEL_FILE
 
 
 def _numpy(variable):
@@ -108,9 +88,8 @@ def _position_table(model, layer):
 
 
 def _pieces(tokenizer, size, side):
-    """The tokenizer's pieces in id order: CTranslate2 maps pieces to ids by this list."""
-    processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    """The tokenizer's pieces of `side` in id order: CTranslate2 maps pieces to ids by this list."""
+    pieces = tokenizer.source_vocabulary() if side == "source" else tokenizer.target_vocabulary()
     if len(pieces) != size:
         raise ValueError(
             f"The model's {side} vocabulary has {size} ids but the tokenizer has "
@@ -129,7 +108,17 @@ def _build_spec(ctranslate2, model, tokenizer):
         )
     specs = ctranslate2.specs
     head_dim = None if c.head_key_dim * c.num_heads == c.d_model else c.head_key_dim
-    stack = {"pre_norm": c.normalize_first, "head_dim": head_dim}
+    # Our activation names (`TransformerConfig.activation`) as CTranslate2's; GELU: erf form.
+    activations = {
+        "relu": specs.Activation.RELU,
+        "swish": specs.Activation.SWISH,
+        "gelu": specs.Activation.GELU,
+    }
+    stack = {
+        "pre_norm": c.normalize_first,
+        "head_dim": head_dim,
+        "activation": activations[c.activation],
+    }
     spec = specs.TransformerSpec(
         specs.TransformerEncoderSpec(c.num_layers, c.num_heads, **stack),
         specs.TransformerDecoderSpec(c.num_layers, c.num_heads, **stack),
@@ -145,6 +134,8 @@ def _build_spec(ctranslate2, model, tokenizer):
         decoder.projection.weight = decoder.embeddings.weight
     else:
         _set_dense(decoder.projection, model.output_projection)
+    if model.logits_bias is not None:  # `final_logits_bias`
+        decoder.projection.bias = _numpy(model.logits_bias)
 
     for layer, block in zip(encoder.layer, model.encoder_blocks, strict=True):
         _set_attention(layer.self_attention, block.self_attention, ["qkv"])
@@ -169,7 +160,8 @@ def _build_spec(ctranslate2, model, tokenizer):
     config.unk_token = target_pieces[tokenizer.unk_id]
     config.bos_token = target_pieces[tokenizer.bos_id]
     config.eos_token = target_pieces[tokenizer.eos_id]
-    # Training feeds the decoder BOS + target and the encoder source + EOS.
+    # Training feeds the decoder BOS + target and the encoder source + EOS (an imported
+    # Marian model's BOS is its padding piece).
     config.decoder_start_token = target_pieces[tokenizer.bos_id]
     config.add_source_bos = False
     config.add_source_eos = True
@@ -186,14 +178,21 @@ def export_ctranslate2(model, tokenizer, output_dir, quantization=None, overwrit
     CTranslate2's own converter, quantized if asked. Positions are written
     as a table of this model's encodings: its learned embeddings, or the
     paper's interleaved sinusoid (3.5) for the first 1,024 positions
-    (CTranslate2's built-in sinusoid has another layout). The vocabulary is
-    the tokenizer's pieces in id order with `<unk>`, `<s>`, `</s>` as
-    CTranslate2's special tokens; as in training, sources get `</s>`
-    appended and the decoder starts from `<s>`. The tokenizer is copied to
-    `vocabulary.model` in the directory.
+    (CTranslate2's built-in sinusoid has another layout; the table carries
+    `position_layout`, `position_frequencies` and `position_offset` too).
+    The feed-forward activation (ReLU, swish or GELU) and a
+    `final_logits_bias` (the projection's bias) carry over. The vocabulary is
+    the tokenizer's pieces in id order (`source_vocabulary`,
+    `target_vocabulary`) with its unknown, begin and end pieces (`<unk>`,
+    `<s>`, `</s>`) as CTranslate2's special tokens; as in training, sources
+    get `</s>` appended and the decoder starts from the begin piece (`<s>`;
+    `<pad>` for an imported Marian model). The tokenizer's SentencePiece
+    models are copied into the directory: `vocabulary.model`, or
+    `source.spm` and `target.spm` for a `JointVocabularyTokenizer`.
 
     Feed `ctranslate2.Translator.translate_batch` SentencePiece pieces (not
-    ids) and decode the output pieces with the same model; see
+    ids; the source model's) and decode the output pieces with the (target)
+    model; see
     docs/serving.md. With `length_penalty=0, min_decoding_length=0`
     CTranslate2's beam search ranks as `Translator(alpha=0)` does; its
     length penalty is `length ** alpha` (EOS not counted), not GNMT's.
@@ -202,9 +201,8 @@ def export_ctranslate2(model, tokenizer, output_dir, quantization=None, overwrit
     renamed when complete.
 
     Args:
-        model: a `Seq2SeqTransformer` (ReLU feed-forward, `key_dim ==
-            value_dim`).
-        tokenizer: its `SubwordTokenizer`.
+        model: a `Seq2SeqTransformer` (`key_dim == value_dim`).
+        tokenizer: its `SubwordTokenizer` or `JointVocabularyTokenizer`.
         output_dir: str or path-like, the directory to create.
         quantization: None (the weights' float32) or a CTranslate2 weight
             type: "int8", "int8_float32", "int8_float16", "int8_bfloat16",
@@ -242,7 +240,9 @@ def export_ctranslate2(model, tokenizer, output_dir, quantization=None, overwrit
     temporary = os.path.join(parent, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:
         KerasTransformerConverter().convert(temporary, quantization=quantization)
-        tokenizer.save_to_file(os.path.join(temporary, TOKENIZER_FILE))
+        for file_name, model_bytes in tokenizer.sentencepiece_files().items():
+            with open(os.path.join(temporary, file_name), "wb") as file:
+                file.write(model_bytes)
         _replace_directory(temporary, path)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)

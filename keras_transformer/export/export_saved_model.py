@@ -19,6 +19,7 @@ from keras_transformer.export.translation_module import (
     TEXT_SIGNATURE,
     TranslationModule,
 )
+from keras_transformer.utils.numeric_settings import check_decoding_settings
 
 SETTINGS_FILE = "translation_settings.json"
 SIGNATURES = {
@@ -31,9 +32,9 @@ SIGNATURES = {
         },
     },
     IDS_SIGNATURE: {
-        "inputs": {"token_ids": "int32 [batch, length]: source pieces, 0-padded, no EOS"},
+        "inputs": {"token_ids": "int32 [batch, length]: source ids, padded with pad_id, no EOS"},
         "outputs": {
-            "token_ids": "int32 [batch, length]: output pieces, 0-padded, no EOS",
+            "token_ids": "int32 [batch, length]: output ids, padded with pad_id, no EOS",
             "scores": "float32 [batch]",
             "truncated": "bool [batch]",
         },
@@ -69,18 +70,15 @@ def check_max_source_length(config, max_extra_length, max_source_length):
 
 
 def _check_arguments(model, tokenizer, beam_size, alpha, max_extra_length, max_source_length):
-    for name, value, low in (
-        ("beam_size", beam_size, 1),
-        ("max_extra_length", max_extra_length, 0),
-        ("max_source_length", max_source_length, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"`{name}` must be an int >= {low}. Received: {name}={value!r}")
-    if not alpha >= 0:
-        raise ValueError(f"`alpha` must be >= 0. Received: alpha={alpha!r}")
+    check_decoding_settings(
+        beam_size=beam_size,
+        alpha=alpha,
+        max_extra_length=max_extra_length,
+        max_source_length=max_source_length,
+    )
     check_max_source_length(model.config, max_extra_length, max_source_length)
-    if getattr(tokenizer, "proto", None) is None:
-        raise ValueError("`tokenizer` has no SentencePiece model (its `proto` is None).")
+    if not getattr(tokenizer, "has_vocabulary", False):
+        raise ValueError("`tokenizer` has no SentencePiece model (no vocabulary).")
 
 
 def _settings(model, tokenizer, **decoding):
@@ -93,6 +91,7 @@ def _settings(model, tokenizer, **decoding):
             "bos_id": tokenizer.bos_id,
             "eos_id": tokenizer.eos_id,
         },
+        "tokenizer": type(tokenizer).__name__,
         "model_config": model.config.to_dict(),
         "versions": {
             "tensorflow": tf.__version__,
@@ -149,6 +148,7 @@ def export_saved_model(
     max_extra_length=50,
     max_source_length=None,
     overwrite=False,
+    length_penalty_rule="gnmt",
 ):
     """Writes a SavedModel that translates strings: tokenize, beam search, detokenize.
 
@@ -161,8 +161,9 @@ def export_saved_model(
       `translations` string [batch], `scores` float32 [batch] (the
       length-penalized log-probability, paper 6.1), `truncated` bool [batch].
     - `translate_ids`: `token_ids`, int32 [batch, length], SentencePiece ids
-      right-padded with 0 and without EOS -> `token_ids` int32 [batch,
-      length] (0-padded, no EOS), `scores`, `truncated`.
+      right-padded with the padding id (0; an imported Marian model's: its
+      last id) and without EOS -> `token_ids` int32 [batch, length] (padded
+      likewise, no EOS), `scores`, `truncated`.
 
     Translations equal `Translator(model, tokenizer, beam_size=...,
     alpha=..., max_extra_length=..., max_source_length=...).translate`.
@@ -184,7 +185,7 @@ def export_saved_model(
 
     Args:
         model: a `Seq2SeqTransformer`.
-        tokenizer: its `SubwordTokenizer`.
+        tokenizer: its `SubwordTokenizer` or `JointVocabularyTokenizer`.
         path: str or path-like, the directory to create, e.g.
             `serving/translator/1` (TF Serving wants a numbered version
             directory under the model's base path).
@@ -196,6 +197,8 @@ def export_saved_model(
             None: `default_max_source_length` (`config.max_position`, 512
             by default).
         overwrite: bool. Replace an existing `path`.
+        length_penalty_rule: "gnmt" (paper: `((5 + length) / 6) ** alpha`)
+            or "average" (`length ** alpha`, transformers' `length_penalty`).
 
     Returns:
         str, `path`.
@@ -215,6 +218,7 @@ def export_saved_model(
     decoding = {
         "beam_size": beam_size,
         "alpha": float(alpha),
+        "length_penalty_rule": length_penalty_rule,
         "max_extra_length": max_extra_length,
         "max_source_length": max_source_length,
     }

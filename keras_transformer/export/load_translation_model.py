@@ -6,9 +6,15 @@ import zipfile
 
 import keras
 
+from keras_transformer.checkpoints.model_file_check import check_model_file, reading_model_file
 from keras_transformer.export.save_translation_model import TOKENIZER_MEMBER
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_transformer.text.subword_tokenizer import SubwordTokenizer
+from keras_transformer.text import (  # noqa: F401 (registers the tokenizer classes)
+    joint_vocabulary_tokenizer,
+    moses_bpe_tokenizer,
+    subword_tokenizer,
+)
+from keras_transformer.text.translation_tokenizer import TranslationTokenizer
 
 
 def load_translation_model(path, compile=True, safe_mode=True):
@@ -25,7 +31,9 @@ def load_translation_model(path, compile=True, safe_mode=True):
             load only files you trust.
 
     Returns:
-        `(model, tokenizer)`: a `Seq2SeqTransformer` and a `SubwordTokenizer`.
+        `(model, tokenizer)`: a `Seq2SeqTransformer` and its tokenizer (a
+        `SubwordTokenizer`, or a `JointVocabularyTokenizer` for an imported
+        Marian model).
 
     Example:
 
@@ -35,6 +43,7 @@ def load_translation_model(path, compile=True, safe_mode=True):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Translation model file not found: {path}")
+    check_model_file(path)  # a truncated or corrupt file: one error naming it
     with zipfile.ZipFile(path) as archive:
         if TOKENIZER_MEMBER not in archive.namelist():
             raise ValueError(
@@ -44,10 +53,25 @@ def load_translation_model(path, compile=True, safe_mode=True):
             )
         tokenizer_config = json.loads(archive.read(TOKENIZER_MEMBER))
     tokenizer = keras.saving.deserialize_keras_object(tokenizer_config, safe_mode=safe_mode)
-    model = keras.saving.load_model(path, compile=compile, safe_mode=safe_mode)
-    if not isinstance(model, Seq2SeqTransformer) or not isinstance(tokenizer, SubwordTokenizer):
+    if compile:
+        _register_training_classes()
+    with reading_model_file(path):
+        model = keras.saving.load_model(path, compile=compile, safe_mode=safe_mode)
+    if not isinstance(model, Seq2SeqTransformer) or not isinstance(tokenizer, TranslationTokenizer):
         raise ValueError(
-            f"{path} must hold a Seq2SeqTransformer and a SubwordTokenizer. Received: "
+            f"{path} must hold a Seq2SeqTransformer and a translation tokenizer "
+            "(SubwordTokenizer, JointVocabularyTokenizer). Received: "
             f"{type(model).__name__} and {type(tokenizer).__name__}"
         )
     return model, tokenizer
+
+
+def _register_training_classes():
+    # A compiled model's file names the optimizer, schedule and loss, which register
+    # themselves with Keras when their modules are imported. Decoding and export load with
+    # compile=False and so never import the training code.
+    from keras_transformer.training import (  # noqa: F401
+        fused_adam,
+        label_smoothed_cross_entropy,
+        transformer_schedule,
+    )

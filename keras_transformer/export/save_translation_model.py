@@ -17,7 +17,7 @@ def save_translation_model(model, tokenizer, path):
 
     The file is what `model.save(path)` writes (config, weights and, for a
     compiled model, the optimizer state) with one more member holding the
-    tokenizer's config, its SentencePiece model included as base64. It is
+    tokenizer's config, its SentencePiece models included as base64. It is
     written under a temporary name and renamed when complete, so `path` is
     either the old file or the new one, never a partial file.
 
@@ -26,7 +26,7 @@ def save_translation_model(model, tokenizer, path):
 
     Args:
         model: a built `Seq2SeqTransformer` (compiled or not).
-        tokenizer: its `SubwordTokenizer`.
+        tokenizer: its tokenizer (`SubwordTokenizer`, `JointVocabularyTokenizer`).
         path: str or path-like ending in `.keras`.
 
     Returns:
@@ -39,8 +39,11 @@ def save_translation_model(model, tokenizer, path):
     """
     if not str(path).endswith(".keras"):
         raise ValueError(f"`path` must end with `.keras`. Received: {path}")
-    if getattr(tokenizer, "proto", None) is None:
-        raise ValueError("`tokenizer` has no SentencePiece model to save (its `proto` is None).")
+    if not getattr(tokenizer, "has_vocabulary", False):
+        raise ValueError(
+            "`tokenizer` has no SentencePiece model to save (a `TranslationTokenizer` "
+            "without its vocabulary)."
+        )
     if not model.built:
         model.build()
     # Serialized before anything is written: a failure leaves `path` untouched.

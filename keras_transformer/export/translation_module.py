@@ -32,16 +32,19 @@ class TranslationModule(tf.Module):
     outputs come back in request order.
 
     `translate_ids(token_ids)`, the `translate_ids` signature, does the same
-    on SentencePiece ids the client produced with the same vocabulary:
+    on token ids the client produced with the same tokenizer:
     int32 (batch, length), right-padded with the padding id, *without* the
     EOS (appended here). A row of padding only is blank. Ids outside the
     vocabulary raise `InvalidArgumentError`.
 
     Args:
         model: a built `Seq2SeqTransformer` on the TensorFlow backend.
-        tokenizer: its `SubwordTokenizer`.
+        tokenizer: its `SubwordTokenizer` or `JointVocabularyTokenizer`
+            (`tf_trackable` gives the graph's tokenize and detokenize).
         beam_size: int. Paper: 4.
         alpha: float. Length penalty exponent; paper: 0.6.
+        length_penalty_rule: "gnmt" (paper) or "average" (`length ** alpha`);
+            see `build_beam_search`.
         max_extra_length: int. Output tokens beyond the source length; paper: 50.
         max_source_length: int. Source ids kept per row, EOS included.
         batch_tokens: int. Upper bound on rows x padded source length of a
@@ -64,6 +67,7 @@ class TranslationModule(tf.Module):
         max_extra_length,
         max_source_length,
         batch_tokens=4096,
+        length_penalty_rule="gnmt",
     ):
         super().__init__(name="translation_module")
         if batch_tokens < 1:
@@ -76,8 +80,8 @@ class TranslationModule(tf.Module):
         self._source_vocabulary_size = config.source_vocabulary_size or config.vocabulary_size
         self._max_source_length = max_source_length
         # The state the graphs read, tracked for saving: the model's weights and
-        # the SentencePiece model. The Keras objects (and their training code) are
-        # not kept.
+        # the tokenizer's resources (SentencePiece models, lookup tables). The Keras
+        # objects (and their training code) are not kept.
         self.model_variables = list(model.variables)
         self.sentencepiece = tokenizer.tf_trackable
         search = build_beam_search(
@@ -86,6 +90,7 @@ class TranslationModule(tf.Module):
             eos_id=tokenizer.eos_id,
             beam_size=beam_size,
             alpha=alpha,
+            length_penalty_rule=length_penalty_rule,
             max_extra_length=max_extra_length,
         )
         # A plain closure: a `tf.function` attribute would be saved as one more function.
@@ -121,9 +126,7 @@ class TranslationModule(tf.Module):
 
     def _translate_token_ids(self, token_ids):
         checks = [
-            tf.debugging.assert_non_negative(
-                token_ids, message="`token_ids` must be >= 0 (0 is padding)."
-            ),
+            tf.debugging.assert_non_negative(token_ids, message="`token_ids` must be >= 0."),
             tf.debugging.assert_less(
                 token_ids,
                 self._source_vocabulary_size,

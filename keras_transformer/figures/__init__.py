@@ -1,19 +1,21 @@
 """Figures people look for, written as PNGs: training curves, the schedule, attention.
 
-Needs matplotlib (the `plots` extra: `pip install 'keras-transformer[plots]'`); it
+Needs matplotlib (the `plots` extra: `pip install 'keras-transformer-mt[plots]'`); it
 is imported only when a figure is drawn, on the non-interactive Agg canvas.
 `python -m keras_transformer.figures --run-dir RUN` (or `keras-transformer plot`)
 draws them all for a recipe's run directory.
 """
 
-from keras_transformer.figures.plot_attention import plot_attention
-from keras_transformer.figures.plot_learning_rate_schedule import plot_learning_rate_schedule
-from keras_transformer.figures.plot_training_curves import plot_training_curves
-from keras_transformer.figures.read_training_log import read_training_log
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "plot_attention",
-    "plot_learning_rate_schedule",
-    "plot_training_curves",
-    "read_training_log",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "plot_attention": "plot_attention",
+        "plot_learning_rate_schedule": "plot_learning_rate_schedule",
+        "plot_training_curves": "plot_training_curves",
+        "read_training_log": "read_training_log",
+    },
+)

@@ -10,10 +10,16 @@ import os
 import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.numeric_settings import check_int
 from keras_transformer.utils.run_directory import DATA_DIR, MODEL_FILE
 from keras_transformer.utils.run_directory import TRAIN_LOG_FILE as TRAIN_LOG
 
 PROG = "python -m keras_transformer.figures"
+# Longest --source / --target of the attention figures: about 200 subwords, a heatmap
+# whose labels are still readable; longer ones only cost memory (tokens^2 per head).
+MAX_SENTENCE_CHARACTERS = 1000
+# PNG resolution at most (a 10-inch figure at this dpi is 10,000 pixels wide).
+MAX_DPI = 1000
 ATTENTION_FIGURES = (
     ("encoder_self_attention", "attention_encoder_self.png"),
     ("decoder_self_attention", "attention_decoder_self.png"),
@@ -35,14 +41,19 @@ split; without --target, the model's own translation (beam search). Needs matplo
 """
 
 
-def build_parser():
+def build_parser(prog=None):
     """The command's argument parser.
+
+    Args:
+        prog: str or None, the command as typed (default `python -m keras_transformer.figures`).
 
     Returns:
         An `argparse.ArgumentParser`.
     """
     parser = OneLineErrorParser(
-        prog=PROG, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog or PROG,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--run-dir",
@@ -92,7 +103,18 @@ def _default_source(args):
     lines = read_lines(path)
     if not lines:
         raise ValueError(f"no --source given and the test split's source file {path} is empty")
+    check_sentence_length(lines[0], f"the first line of {path} (the default --source)")
     return lines[0]
+
+
+def check_sentence_length(sentence, name):
+    """Raises ValueError for a sentence too long to plot (`MAX_SENTENCE_CHARACTERS`)."""
+    if sentence is not None and len(sentence) > MAX_SENTENCE_CHARACTERS:
+        raise ValueError(
+            f"{name} has {len(sentence):,} characters; the attention figures take at most "
+            f"{MAX_SENTENCE_CHARACTERS:,} (a heatmap of a longer sentence is unreadable, and "
+            "its attention weights may not fit in memory)"
+        )
 
 
 def draw_figures(args):
@@ -105,14 +127,14 @@ def draw_figures(args):
     check_matplotlib()  # before the slow model loading
     output_dir = args.output_dir or os.path.join(args.run_dir, "figures")
     source = args.source if args.source is not None else _default_source(args)
+    from keras_transformer.export.load_translation_model import load_translation_model
+
+    # Loaded (and checked) first: a damaged model.keras stops the command before any figure.
+    model, tokenizer = load_translation_model(os.path.join(args.run_dir, MODEL_FILE), compile=False)
     paths = [os.path.join(output_dir, "training_curves.png")]
     plot_training_curves(os.path.join(args.run_dir, TRAIN_LOG), paths[-1], dpi=args.dpi)
     paths.append(os.path.join(output_dir, "learning_rate.png"))
     plot_learning_rate_schedule(paths[-1], dpi=args.dpi)
-
-    from keras_transformer.export.load_translation_model import load_translation_model
-
-    model, tokenizer = load_translation_model(os.path.join(args.run_dir, MODEL_FILE), compile=False)
     target = args.target
     if target is None:
         from keras_transformer.decoding import Translator
@@ -127,21 +149,27 @@ def draw_figures(args):
     return paths
 
 
-def main(argv=None):
+def main(argv=None, prog=None):
     """Runs the command.
 
     Args:
         argv: list of str arguments; None reads `sys.argv`.
+        prog: str or None, the command as typed, for usage and errors.
 
     Returns:
         int, the exit status (0 on success; bad input or a bad invocation
         exits with 2 and a one-line message).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
-    if args.dpi < 1:
-        parser.error("--dpi must be a positive int")
+    try:
+        check_int(args.dpi, "--dpi", minimum=1, maximum=MAX_DPI)
+        check_int(args.layer, "--layer")
+        for flag, sentence in (("--source", args.source), ("--target", args.target)):
+            check_sentence_length(sentence, flag)
+    except ValueError as error:
+        parser.error(str(error))
     if not os.path.isdir(args.run_dir):
         parser.fail(f"run directory not found: {args.run_dir}")
     for name in (TRAIN_LOG, MODEL_FILE):

@@ -6,7 +6,7 @@ from keras_transformer.text.text_files import atomic_output
 
 INSTALL_HINT = (
     "keras_transformer.figures needs matplotlib: install the `plots` extra "
-    "(pip install 'keras-transformer[plots]') or `pip install matplotlib`."
+    "(pip install 'keras-transformer-mt[plots]') or `pip install matplotlib`."
 )
 
 

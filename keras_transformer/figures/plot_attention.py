@@ -16,10 +16,10 @@ KINDS = {
 MAX_COLUMNS = 4
 
 
-def _token_ids(tokenizer, text):
+def _token_ids(tokenize, text):
     if not isinstance(text, str):
         raise TypeError(f"Sentences must be str. Received: {type(text).__name__}")
-    return to_token_lists(tokenizer([text]))[0]
+    return to_token_lists(tokenize([text]))[0]
 
 
 def _pieces(tokenizer, ids):
@@ -105,7 +105,10 @@ def plot_attention(
     if kind not in KINDS:
         raise ValueError(f"`kind` must be one of {sorted(KINDS)}. Received: kind={kind!r}")
     source_ids = _token_ids(tokenizer, source) + [tokenizer.eos_id]
-    target_ids = [tokenizer.bos_id] + _token_ids(tokenizer, target)
+    # The target side's model where the tokenizer has one (`JointVocabularyTokenizer`).
+    target_ids = [tokenizer.bos_id] + _token_ids(
+        getattr(tokenizer, "tokenize_target", tokenizer), target
+    )
     inputs = {
         "encoder_token_ids": np.array([source_ids], dtype="int32"),
         "decoder_token_ids": np.array([target_ids], dtype="int32"),

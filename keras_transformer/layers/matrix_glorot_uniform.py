@@ -4,9 +4,6 @@ import math
 
 import keras
 
-# `TransformerConfig.attention_initializer` values: Keras' Xavier per projection, or fairseq's.
-ATTENTION_INITIALIZERS = ("glorot_uniform", "xavier_fused_qkv")
-
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MatrixGlorotUniform(keras.initializers.Initializer):

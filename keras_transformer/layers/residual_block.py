@@ -27,6 +27,7 @@ class ResidualBlock(keras.layers.Layer):
         dropout=0.1,
         attention_dropout=0.0,
         activation_dropout=0.0,
+        activation="relu",
         attention_bias=False,
         normalize_first=False,
         layer_norm_epsilon=1e-6,
@@ -50,6 +51,7 @@ class ResidualBlock(keras.layers.Layer):
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.activation_dropout = activation_dropout
+        self.activation = activation
         self.attention_bias = attention_bias
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
@@ -75,6 +77,7 @@ class ResidualBlock(keras.layers.Layer):
     def _feed_forward(self):
         return FeedForward(
             self.intermediate_dim,
+            activation=self.activation,
             activation_dropout=self.activation_dropout,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             bias_initializer=clone_initializer(self.bias_initializer),
@@ -111,6 +114,7 @@ class ResidualBlock(keras.layers.Layer):
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
                 "activation_dropout": self.activation_dropout,
+                "activation": self.activation,
                 "attention_bias": self.attention_bias,
                 "normalize_first": self.normalize_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,

@@ -19,8 +19,7 @@ class TransformerDecoderBlock(ResidualBlock):
     No decoder padding mask is needed: padding is at the end, and the causal
     mask already keeps real positions from attending to it.
 
-    Args:
-        Same as `TransformerEncoderBlock`.
+    Its constructor takes the arguments of `TransformerEncoderBlock`.
 
     Call arguments:
         sequence: (batch, length, d_model) decoder input.

@@ -23,6 +23,8 @@ class TransformerEncoderBlock(ResidualBlock):
         dropout: float. Residual dropout `P_drop` (paper: 0.1 base).
         attention_dropout: float. Dropout on attention weights (paper: 0).
         activation_dropout: float. Dropout inside the FFN (paper: 0).
+        activation: str. The FFN's activation: "relu" (paper), "swish" or
+            "gelu" (any name `keras.activations.get` takes).
         attention_bias: bool. Biases in the attention projections (paper's
             equations have none: `False`).
         normalize_first: bool. Pre-LN instead of the paper's post-LN.

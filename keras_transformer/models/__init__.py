@@ -1,15 +1,17 @@
 """The Seq2SeqTransformer model, its config and the paper's presets."""
 
-from keras_transformer.models.build_model import build_model
-from keras_transformer.models.presets import PRESETS, Preset, get_preset
-from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_transformer.models.transformer_config import TransformerConfig
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "PRESETS",
-    "Preset",
-    "Seq2SeqTransformer",
-    "TransformerConfig",
-    "build_model",
-    "get_preset",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "build_model": "build_model",
+        "PRESETS": "presets",
+        "Preset": "presets",
+        "get_preset": "presets",
+        "Seq2SeqTransformer": "seq2seq_transformer",
+        "TransformerConfig": "transformer_config",
+    },
+)

@@ -29,7 +29,10 @@ class Seq2SeqTransformer(keras.Model):
     sinusoidal position encodings (3.5) and dropped out (5.4), then run
     through `N` encoder and `N` decoder blocks (3.1). The decoder input is the
     target shifted right (it starts with a begin token); the output is
-    float32 logits for the next token at every position.
+    float32 logits for the next token at every position. The options of
+    published models (`TransformerConfig`: sinusoid layout, frequencies and
+    offset, activation, `final_logits_bias`, a learned bias added to the
+    logits) default to the paper's choices.
 
     Besides the teacher-forced `call`, `encode` and a one-step `decode` with a
     key/value cache serve incremental decoding (beam search).
@@ -96,7 +99,13 @@ class Seq2SeqTransformer(keras.Model):
         def position_embedding(name):
             if c.position_embedding == "learned":
                 return LearnedPositionEmbedding(c.max_position, dtype=policy, name=name)
-            return SinusoidalPositionEmbedding(dtype=policy, name=name)
+            return SinusoidalPositionEmbedding(
+                layout=c.position_layout,
+                frequencies=c.position_frequencies,
+                offset=c.position_offset,
+                dtype=policy,
+                name=name,
+            )
 
         # The sinusoid has no weights; learned positions are separate per stack.
         self.source_position_embedding = position_embedding("source_position_embedding")
@@ -114,6 +123,7 @@ class Seq2SeqTransformer(keras.Model):
             "attention_bias": c.attention_bias,
             "attention_initializer": c.attention_initializer,
             "activation_dropout": c.activation_dropout,
+            "activation": c.activation,
             "normalize_first": c.normalize_first,
             "layer_norm_epsilon": c.layer_norm_epsilon,
             "dtype": policy,
@@ -135,6 +145,8 @@ class Seq2SeqTransformer(keras.Model):
             self.decoder_final_norm = LayerNormalization(
                 epsilon=c.layer_norm_epsilon, dtype=policy, name="decoder_final_norm"
             )
+        # `final_logits_bias`: a (vocabulary_size,) weight added to the logits, made in `build`.
+        self.logits_bias = None
 
     @classmethod
     def from_preset(cls, name, vocabulary_size, **overrides):
@@ -161,6 +173,14 @@ class Seq2SeqTransformer(keras.Model):
         build(self.encoder_final_norm, sequence_shape)
         build(self.decoder_final_norm, sequence_shape)
         build(self.output_projection, sequence_shape)
+        if self.config.final_logits_bias and self.logits_bias is None:
+            # float32 like the logits, never cast to a mixed policy's compute dtype.
+            self.logits_bias = self.add_weight(
+                shape=(self.config.vocabulary_size,),
+                initializer="zeros",
+                autocast=False,
+                name="final_logits_bias",
+            )
         self.built = True
 
     def _ensure_built(self):
@@ -221,10 +241,14 @@ class Seq2SeqTransformer(keras.Model):
         if self.decoder_final_norm is not None:
             sequence = self.decoder_final_norm(sequence)
         if self.output_projection is None:
-            return self.target_embedding(sequence, reverse=True)  # float32
-        # Through `kernel_matmul`, as the tied projection: d_model -> vocabulary widens.
-        logits = dense_matmul(self.output_projection, sequence)  # (batch, length, vocabulary)
-        return ops.cast(logits, "float32")
+            logits = self.target_embedding(sequence, reverse=True)  # float32
+        else:
+            # Through `kernel_matmul`, as the tied projection: d_model -> vocabulary widens.
+            logits = dense_matmul(self.output_projection, sequence)  # (batch, length, vocabulary)
+            logits = ops.cast(logits, "float32")
+        if self.logits_bias is not None:
+            logits = logits + self.logits_bias
+        return logits
 
     def decode_sequence(
         self,

@@ -2,11 +2,17 @@
 
 import dataclasses
 
-from keras_transformer.layers.matrix_glorot_uniform import ATTENTION_INITIALIZERS
 from keras_transformer.utils.dataclass_config import DataclassConfig
 from keras_transformer.utils.json_file import read_json_object
+from keras_transformer.utils.numeric_settings import check_float
 
+# `attention_initializer` values: Keras' Xavier per projection, or fairseq's fused q/k/v one
+# (layers/matrix_glorot_uniform.py); kept here so that a config loads no backend.
+ATTENTION_INITIALIZERS = ("glorot_uniform", "xavier_fused_qkv")
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+POSITION_LAYOUTS = ("interleaved", "halves")
+POSITION_FREQUENCIES = ("paper", "fairseq")
+ACTIVATIONS = ("relu", "swish", "gelu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +54,19 @@ class TransformerConfig(DataclassConfig):
     position_embedding: str = "sinusoidal"
     # Positions a learned position embedding covers; unused by the sinusoid.
     max_position: int = 512
+    # Sinusoid layout: "interleaved" (3.5: sin on even features, cos on odd) or "halves"
+    # (all sines, then all cosines: Marian, fairseq, tensor2tensor).
+    position_layout: str = "interleaved"
+    # Sinusoid frequencies: "paper" (10000^(-2i/d_model), 3.5) or "fairseq"
+    # (exp(-i ln(10000) / (d_model/2 - 1)), i = 0 .. d_model/2 - 1).
+    position_frequencies: str = "paper"
+    # Position index of the first token: 0 (paper, Marian); fairseq starts at pad_id + 1.
+    position_offset: int = 0
+    # Feed-forward activation: "relu" (eq. 2), "swish" (= SiLU, OPUS-MT) or "gelu" (exact erf form).
+    activation: str = "relu"
+    # A learned per-token bias added to the output logits (Marian's final_logits_bias); the
+    # paper's projection has none.
+    final_logits_bias: bool = False
     # One embedding matrix for encoder and decoder inputs (3.4); needs one shared vocabulary.
     share_embeddings: bool = True
     # Decoder input embedding reused as the pre-softmax projection (3.4).
@@ -105,6 +124,7 @@ class TransformerConfig(DataclassConfig):
             rate = getattr(self, name)
             if not 0.0 <= rate < 1.0:
                 raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={rate!r}")
+        check_float(self.layer_norm_epsilon, "layer_norm_epsilon", above=0.0)
         if self.attention_initializer not in ATTENTION_INITIALIZERS:
             raise ValueError(
                 f"`attention_initializer` must be one of {ATTENTION_INITIALIZERS}. "
@@ -116,6 +136,31 @@ class TransformerConfig(DataclassConfig):
                 f"Received: position_embedding={self.position_embedding!r}"
             )
         positive_int("max_position")
+        for name, allowed in (
+            ("position_layout", POSITION_LAYOUTS),
+            ("position_frequencies", POSITION_FREQUENCIES),
+            ("activation", ACTIVATIONS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"`{name}` must be one of {allowed}. Received: {name}={getattr(self, name)!r}"
+                )
+        if self.position_offset < 0:
+            raise ValueError(
+                "`position_offset` must be a non-negative int. "
+                f"Received: position_offset={self.position_offset!r}"
+            )
+        if self.position_offset and self.position_embedding != "sinusoidal":
+            raise ValueError(
+                "`position_offset` applies to the sinusoid only; a learned table starts at its "
+                f"row 0. Received: position_offset={self.position_offset}, "
+                f"position_embedding={self.position_embedding!r}"
+            )
+        if self.position_frequencies == "fairseq" and self.d_model < 4:
+            raise ValueError(
+                "`position_frequencies='fairseq'` needs d_model >= 4 (it divides by "
+                f"d_model/2 - 1). Received: d_model={self.d_model}"
+            )
         if not 0 <= self.pad_id < self.vocabulary_size:
             raise ValueError(
                 f"`pad_id` must be a token id in [0, vocabulary_size={self.vocabulary_size}). "

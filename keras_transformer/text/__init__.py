@@ -4,38 +4,30 @@ Depends on keras-hub, sentencepiece and tensorflow-text; never on the model
 packages (`layers`, `models`, `training`).
 """
 
-from keras_transformer.text.cleaning_summary import CleaningSummary
-from keras_transformer.text.corpus_cleaning import clean_parallel_corpus, word_count
-from keras_transformer.text.parallel_corpus import ParallelCorpus
-from keras_transformer.text.subword_tokenizer import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    UNK_ID,
-    SubwordTokenizer,
-)
-from keras_transformer.text.synthetic_corpus import (
-    generate_synthetic_pairs,
-    write_synthetic_corpus,
-)
-from keras_transformer.text.text_files import read_lines
-from keras_transformer.text.tfds_corpus import load_tfds_corpus
-from keras_transformer.text.vocabulary import train_vocabulary, train_vocabulary_from_files
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "BOS_ID",
-    "EOS_ID",
-    "PAD_ID",
-    "UNK_ID",
-    "CleaningSummary",
-    "ParallelCorpus",
-    "SubwordTokenizer",
-    "clean_parallel_corpus",
-    "generate_synthetic_pairs",
-    "load_tfds_corpus",
-    "read_lines",
-    "train_vocabulary",
-    "train_vocabulary_from_files",
-    "word_count",
-    "write_synthetic_corpus",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "CleaningSummary": "cleaning_summary",
+        "clean_parallel_corpus": "corpus_cleaning",
+        "word_count": "corpus_cleaning",
+        "JointVocabularyTokenizer": "joint_vocabulary_tokenizer",
+        "MosesBpeTokenizer": "moses_bpe_tokenizer",
+        "ParallelCorpus": "parallel_corpus",
+        "BOS_ID": "subword_tokenizer",
+        "EOS_ID": "subword_tokenizer",
+        "PAD_ID": "subword_tokenizer",
+        "UNK_ID": "subword_tokenizer",
+        "SubwordTokenizer": "subword_tokenizer",
+        "generate_synthetic_pairs": "synthetic_corpus",
+        "write_synthetic_corpus": "synthetic_corpus",
+        "read_lines": "text_files",
+        "load_tfds_corpus": "tfds_corpus",
+        "TranslationTokenizer": "translation_tokenizer",
+        "train_vocabulary": "vocabulary",
+        "train_vocabulary_from_files": "vocabulary",
+    },
+)

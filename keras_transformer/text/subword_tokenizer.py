@@ -6,25 +6,30 @@ import hashlib
 import os
 
 import keras
-import sentencepiece as spm
 import tensorflow as tf
 from keras_hub.tokenizers import SentencePieceTokenizer
 from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
 from keras_transformer import compat
+from keras_transformer.text.sentencepiece_ids import (  # noqa: F401 (exported names)
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_IDS,
+    UNK_ID,
+    check_special_ids,
+)
 from keras_transformer.text.text_files import write_bytes_atomic
+from keras_transformer.text.translation_tokenizer import TranslationTokenizer
 
-# Special ids every vocabulary of this package is trained with. The model's
-# `TransformerConfig.pad_id` defaults to PAD_ID.
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
+# The pieces of the special ids (PAD_ID..EOS_ID, from `sentencepiece_ids`, which needs no
+# backend: the commands check a --vocabulary file before TensorFlow loads).
 PAD_PIECE = "<pad>"
 UNK_PIECE = "<unk>"
 BOS_PIECE = "<s>"
 EOS_PIECE = "</s>"
-SPECIAL_IDS = {"pad_id": PAD_ID, "unk_id": UNK_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
+# The file name of the model in exports (`sentencepiece_files`).
+MODEL_FILE = "vocabulary.model"
 # Even a tiny SentencePiece model serializes to tens of kilobytes (the
 # normalization table alone); keras-hub uses the same threshold.
 MIN_BASE64_LENGTH = 2048
@@ -70,22 +75,6 @@ def proto_to_bytes(proto):
     )
 
 
-def check_special_ids(proto_bytes):
-    """Raises if the model's pad/unk/begin/end ids are not 0/1/2/3."""
-    try:
-        processor = spm.SentencePieceProcessor(model_proto=proto_bytes)
-    except RuntimeError as error:
-        raise ValueError(f"`proto` is not a valid SentencePiece model: {error}") from None
-    received = {name: getattr(processor, name)() for name in SPECIAL_IDS}
-    if received != SPECIAL_IDS:
-        raise ValueError(
-            "SubwordTokenizer needs a SentencePiece model trained with "
-            f"{', '.join(f'{k}={v}' for k, v in SPECIAL_IDS.items())} "
-            "(`train_vocabulary` sets them). "
-            f"Received a model with {', '.join(f'{k}={v}' for k, v in received.items())}"
-        )
-
-
 class _SharedSentencepieceResource(tf.saved_model.experimental.TrackableResource):
     """tensorflow-text's SentencePiece model resource, registered under a shared name.
 
@@ -109,7 +98,7 @@ class _SharedSentencepieceResource(tf.saved_model.experimental.TrackableResource
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class SubwordTokenizer(SentencePieceTokenizer):
+class SubwordTokenizer(SentencePieceTokenizer, TranslationTokenizer):
     """SentencePiece tokenizer shared by source and target, with fixed special ids.
 
     A keras-hub `SentencePieceTokenizer` (tensorflow-text ops, so it runs
@@ -206,6 +195,15 @@ class SubwordTokenizer(SentencePieceTokenizer):
         self._check_vocabulary()
         self._maybe_initialized_tf()
         return self._sentence_piece
+
+    @property
+    def has_vocabulary(self):
+        return self.proto is not None
+
+    def sentencepiece_files(self):
+        """`{"vocabulary.model": the SentencePiece model}`: what an export ships."""
+        self._check_vocabulary()
+        return {MODEL_FILE: self.proto}
 
     def save_to_file(self, path):
         """Writes the SentencePiece model to `path` atomically (temp file + rename)."""

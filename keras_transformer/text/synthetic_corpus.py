@@ -17,6 +17,12 @@ A small grammar generates English sentences and their German translations
 
 The vocabulary is small (about 150 English words), so a small Transformer
 learns the task quickly.
+
+A second domain, `domain="requests"`, draws polite requests from the same
+words: "Please buy the red ball on Friday." -> "Bitte kaufen Sie am Freitag
+den roten Ball." A model trained on the statements of the default domain has
+seen neither the sentence form nor "please", "bitte", the formal "Sie"
+after the verb: the fine-tuning test adapts it to the new domain.
 """
 
 import os
@@ -36,6 +42,8 @@ from keras_transformer.text.text_files import write_lines_atomic
 
 SPLITS = ("train", "valid", "test")
 LANGUAGES = ("en", "de")
+# "statements": the quickstart's corpus; "requests": polite requests ("Please ...").
+DOMAINS = ("statements", "requests")
 
 
 class _Grammar:
@@ -193,13 +201,38 @@ class _Grammar:
                 german = [*german[:-1], german[-1] + ",", "weil", *clause_german]
         return _finish(english), _finish(german)
 
+    def request(self):
+        """A polite request: "Please call the dog today." -> "Bitte rufen Sie heute den Hund an."
+
+        The formal imperative puts the plural verb form first, then "Sie", the
+        middle field (time before object, as in `clause`) and a separable
+        particle at the end; an optional "because" clause follows.
+        """
+        verb = self.rng.choice(lex.VERBS)
+        object_english, object_german, _ = self.noun_phrase(verb.objects, "acc")
+        phrase_english, phrase_german = (
+            self.prepositional_phrase() if self.chance(0.3) else ([], [])
+        )
+        adverb_english, adverb_german = (
+            self.time_adverbial(perfect=False) if self.chance(0.5) else ([], [])
+        )
+        english = ["please", *verb.english.split(), *object_english, *phrase_english]
+        english += adverb_english
+        german = ["bitte", verb.german_plural, "Sie", *adverb_german, *object_german]
+        german += phrase_german + ([verb.particle] if verb.particle else [])
+        if self.chance(0.25):
+            clause_english, clause_german, _ = self.clause(subordinate=True)
+            english = [*english, "because", *clause_english]
+            german = [*german[:-1], german[-1] + ",", "weil", *clause_german]
+        return _finish(english), _finish(german)
+
 
 def _finish(words):
     text = " ".join(words)
     return text[0].upper() + text[1:] + "."
 
 
-def generate_synthetic_pairs(num_pairs, seed=0, unique=True):
+def generate_synthetic_pairs(num_pairs, seed=0, unique=True, domain="statements"):
     """Generates the synthetic English-German task.
 
     Args:
@@ -207,6 +240,8 @@ def generate_synthetic_pairs(num_pairs, seed=0, unique=True):
         seed: int. The same seed always gives the same pairs in the same order.
         unique: bool. Never repeat an English sentence (the German side is a
             function of the English one, so pairs are unique too).
+        domain: "statements" (the quickstart's corpus) or "requests" (polite
+            requests with the same words, a second domain to adapt a model to).
 
     Returns:
         `(english, german)`: two lists of `num_pairs` str.
@@ -220,14 +255,17 @@ def generate_synthetic_pairs(num_pairs, seed=0, unique=True):
     """
     if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 0:
         raise ValueError(f"`num_pairs` must be a non-negative int. Received: {num_pairs!r}")
+    if domain not in DOMAINS:
+        raise ValueError(f"`domain` must be one of {DOMAINS}. Received: domain={domain!r}")
     grammar = _Grammar(seed)
+    draw = grammar.sentence if domain == "statements" else grammar.request
     english, german, seen = [], [], set()
     # The grammar has far more sentences than any corpus asks for; the bound
     # only turns a bug into an error instead of an endless loop.
     for _ in range(100 * num_pairs + 1000):
         if len(english) == num_pairs:
             break
-        source, target = grammar.sentence()
+        source, target = draw()
         if unique:
             if source in seen:
                 continue
@@ -239,7 +277,9 @@ def generate_synthetic_pairs(num_pairs, seed=0, unique=True):
     return english, german
 
 
-def write_synthetic_corpus(directory, *, train_size=20000, valid_size=1000, test_size=1000, seed=0):
+def write_synthetic_corpus(
+    directory, *, train_size=20000, valid_size=1000, test_size=1000, seed=0, domain="statements"
+):
     """Writes `{train,valid,test}.{en,de}` of the synthetic task into `directory`.
 
     The three splits share no sentence. All six files are written to
@@ -251,6 +291,7 @@ def write_synthetic_corpus(directory, *, train_size=20000, valid_size=1000, test
         valid_size: int. Validation pairs.
         test_size: int. Test pairs.
         seed: int. Generator seed.
+        domain: "statements" or "requests" (see `generate_synthetic_pairs`).
 
     Returns:
         A dict `{"train": (en_path, de_path), "valid": ..., "test": ...}` of `Path`s.
@@ -264,7 +305,7 @@ def write_synthetic_corpus(directory, *, train_size=20000, valid_size=1000, test
     for split, size in sizes.items():
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"`{split}_size` must be a non-negative int. Received: {size!r}")
-    english, german = generate_synthetic_pairs(sum(sizes.values()), seed=seed)
+    english, german = generate_synthetic_pairs(sum(sizes.values()), seed=seed, domain=domain)
     directory = Path(os.fspath(directory))
     paths, files, start = {}, [], 0
     for split in SPLITS:

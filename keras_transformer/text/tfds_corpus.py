@@ -13,7 +13,7 @@ def _import_tfds():
     except ImportError:
         raise ImportError(
             "Reading TFDS corpora needs the optional `tensorflow-datasets` package: "
-            "`pip install 'keras-transformer[tfds]'` (or `pip install tensorflow-datasets`). "
+            "`pip install 'keras-transformer-mt[tfds]'` (or `pip install tensorflow-datasets`). "
             "Plain text files need nothing extra: use `ParallelCorpus.from_files`."
         ) from None
     return tfds

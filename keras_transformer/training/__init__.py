@@ -1,15 +1,16 @@
 """Training pieces of paper section 5: the schedule, the optimizer and the loss."""
 
-from keras_transformer.training.fused_adam import FusedAdam
-from keras_transformer.training.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
-from keras_transformer.training.paper_optimizer import paper_optimizer
-from keras_transformer.training.training_monitor import TrainingMonitor
-from keras_transformer.training.transformer_schedule import TransformerSchedule
+from keras_transformer.utils.lazy_exports import lazy_exports
 
-__all__ = [
-    "FusedAdam",
-    "LabelSmoothedCrossEntropy",
-    "TrainingMonitor",
-    "TransformerSchedule",
-    "paper_optimizer",
-]
+# Each public name and its module, imported on first use: importing the package loads
+# no backend (keras_transformer/utils/lazy_exports.py).
+__all__ = lazy_exports(
+    __name__,
+    {
+        "FusedAdam": "fused_adam",
+        "LabelSmoothedCrossEntropy": "label_smoothed_cross_entropy",
+        "paper_optimizer": "paper_optimizer",
+        "TrainingMonitor": "training_monitor",
+        "TransformerSchedule": "transformer_schedule",
+    },
+)

@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.csv_log import append_log_row, last_value, truncate_log
+from keras_transformer.training.divergence_watch import DivergenceWatch
 from keras_transformer.training.optimizer_state import (
     accumulation_steps,
     batches_trained,
@@ -37,7 +38,8 @@ class TrainingMonitor(keras.callbacks.Callback):
     (`format_progress`: step of `max_steps`, loss, learning rate, tokens/s,
     elapsed, ETA), rewritten in place when stderr is a terminal. A record
     whose loss is not finite stops training with a `FloatingPointError`
-    naming the step (use `fit(verbose=0)` with it).
+    naming the step (use `fit(verbose=0)` with it); with `divergence_steps`,
+    so does a finite loss that stays far above its running level.
 
     Steps are optimizer updates (paper 5.3's step_num); with gradient
     accumulation one step takes `accumulation_steps` batches. The model's
@@ -65,6 +67,15 @@ class TrainingMonitor(keras.callbacks.Callback):
             batch counter, which does not count the steps a
             `LossScaleOptimizer` skipped.
         progress: bool. Also write each record as a line on stderr.
+        divergence_steps: int or None. Stop training with a
+            `TrainingDivergedError` (a `FloatingPointError`) when the recorded
+            loss stays far above its running level for this many steps
+            (`DivergenceWatch`: more than twice the level and 1 nat above it);
+            None does not watch. `divergence_suspect()` says meanwhile why
+            a checkpoint should not be saved.
+        initial_loss_level: float or None. The running level before the
+            first record: ln(vocabulary size), the loss of a uniform
+            prediction, for a fresh model; None takes the first record's.
 
     Example:
 
@@ -84,6 +95,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         max_steps=None,
         start_step=None,
         progress=False,
+        divergence_steps=None,
+        initial_loss_level=None,
     ):
         super().__init__()
         if isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 1:
@@ -96,6 +109,9 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.max_steps = max_steps
         self.start_step = start_step
         self.progress = progress
+        self.divergence_steps = divergence_steps
+        self.initial_loss_level = initial_loss_level
+        self._watch = None
         self._writer = None
         self._counter = None  # set while `fit` runs
         self._tracker_holds_training = True
@@ -109,6 +125,9 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._elapsed_before = 0.0  # training time of the earlier processes of a resumed run
         self._last = (0.0, 0.0, start, self._start_time)  # total, count, batch, time
         self._first_step = self._counter.step
+        self._record_step = self._counter.step  # the step of the last record
+        if self.divergence_steps is not None:
+            self._watch = DivergenceWatch(self.divergence_steps, self.initial_loss_level)
         self._tracker_holds_training = True  # False from validation until the next epoch
         if self.log_dir is not None:
             import tensorflow as tf  # TensorBoard's writer; TF is installed with either backend
@@ -208,6 +227,13 @@ class TrainingMonitor(keras.callbacks.Callback):
                 f"Non-finite training loss ({loss}) by step {step} (mean of steps "
                 f"{step - self.every_steps + 1}-{step})."
             )
+        steps, self._record_step = step - self._record_step, step
+        if self._watch is not None and count > last_count:
+            self._watch.update(step, loss, steps)
+
+    def divergence_suspect(self):
+        """Why the current weights should not be saved (a divergence in progress), or None."""
+        return None if self._watch is None else self._watch.suspect()
 
     def _last_learning_rate(self):
         optimizer = inner_optimizer(self.model.optimizer)

@@ -5,6 +5,8 @@ import difflib
 import types
 import typing
 
+from keras_transformer.utils.numeric_settings import check_float, check_int
+
 
 def field_types(cls):
     """`{name: (base type, optional)}` of a config dataclass's fields.
@@ -85,13 +87,30 @@ class DataclassConfig:
         return dataclasses.replace(self, **changes)
 
     def check_types(self):
-        """Raises ValueError naming the first field whose value has the wrong type."""
+        """Raises ValueError naming the first field whose value has the wrong type.
+
+        Numbers are checked too (`numeric_settings`): a float field must be
+        finite, an int field within int64, so no config holds a value that
+        only fails (or silently overflows) deep in a run.
+        """
         for name, (kind, optional) in field_types(type(self)).items():
             value = getattr(self, name)
             if not value_has_type(value, kind, optional):
                 raise ValueError(
                     f"`{name}` must be {type_name(kind, optional)}. Received: {name}={value!r}"
                 )
+            if value is None or isinstance(value, bool):
+                continue
+            if kind is int:
+                check_int(value, name)
+            elif kind is float:
+                check_float(value, name)
+            elif kind is tuple:
+                for item in value:
+                    if isinstance(item, int) and not isinstance(item, bool):
+                        check_int(item, name)
+                    elif isinstance(item, float):
+                        check_float(item, name)
 
 
 def setting(default, help, **metadata):

@@ -150,12 +150,19 @@ def _is_saved_model(path):
     return os.path.isfile(os.path.join(path, SAVED_MODEL_PROTO))
 
 
-def resolve_model_file(path, command):
+# The member `save_translation_model` adds to a `.keras` file (its TOKENIZER_MEMBER; not
+# imported: that module loads Keras).
+TOKENIZER_MEMBER = "keras_transformer_tokenizer.json"
+
+
+def resolve_model_file(path, command, needs_tokenizer=True):
     """The `.keras` file a `--model PATH` means: the file itself, or a run directory's model.
 
     Args:
         path: str or path-like, what the user passed.
         command: str, the command's name, for the messages ("translate").
+        needs_tokenizer: bool, whether the file must hold its tokenizer (False
+            where the command is given a tokenizer file of its own).
 
     Returns:
         str, the path of a zip archive (a `.keras` file).
@@ -163,7 +170,7 @@ def resolve_model_file(path, command):
     Raises:
         ValueError: one line saying what `path` is instead: missing, a
             SavedModel directory, a directory without `model.keras`, a file
-            that is not a zip archive.
+            that is not a zip archive, or one without a tokenizer.
 
     Example:
 
@@ -181,5 +188,19 @@ def resolve_model_file(path, command):
             )
         path = RunDirectory(path).model_file()
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path} is not a .keras model file (not a zip archive)")
+        raise ValueError(
+            f"{path} is not a .keras model file (not a zip archive: truncated or corrupt, "
+            "or another kind of file)"
+        )
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+    except (OSError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path} cannot be read as a zip archive: {error}") from None
+    if needs_tokenizer and TOKENIZER_MEMBER not in names:
+        raise ValueError(
+            f"{path} holds no tokenizer ({TOKENIZER_MEMBER}): it was not written by "
+            f"save_translation_model; {command} takes a run's model.keras or "
+            "keras-transformer import's output"
+        )
     return path

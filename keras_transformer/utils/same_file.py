@@ -50,3 +50,43 @@ def check_output_is_not_an_input(output, inputs, output_flag="--output"):
                 f"{output_flag} {os.fspath(output)} is the same file as {flag} "
                 f"{os.fspath(path)}: it would be overwritten while it is read; write elsewhere"
             )
+
+
+def is_inside(path, directory):
+    """Whether `path` lies inside `directory` (after symlinks), or is it.
+
+    Example:
+
+    >>> is_inside("out/vocabulary.model", "out")
+    True
+    """
+    directory = os.path.realpath(directory)
+    path = os.path.realpath(path)
+    return path == directory or path.startswith(os.path.join(directory, ""))
+
+
+def check_inputs_outside_output_dir(output_dir, inputs, output_flag="--output"):
+    """Raises `ValueError` if one of `inputs` lies inside `output_dir`, which is to be replaced.
+
+    A command that replaces a whole directory (`export --overwrite`) would
+    delete such an input before it reads it, or while.
+
+    Args:
+        output_dir: str or path-like, the directory the command replaces.
+        inputs: iterable of `(flag, path)`; `None` and "-" paths are skipped.
+        output_flag: str. The flag that named `output_dir`.
+
+    Raises:
+        ValueError: one line naming both flags and paths.
+
+    Example:
+
+    >>> check_inputs_outside_output_dir("out", [("--tokenizer", "out/spm.model")])
+    ValueError: --output out holds --tokenizer out/spm.model, which replacing it would delete ...
+    """
+    for flag, path in inputs:
+        if path is not None and path != "-" and is_inside(path, output_dir):
+            raise ValueError(
+                f"{output_flag} {os.fspath(output_dir)} holds {flag} {os.fspath(path)}, which "
+                "replacing it would delete; write elsewhere, or move the input out first"
+            )

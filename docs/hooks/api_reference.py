@@ -1,0 +1,51 @@
+"""mkdocs hook: api.md's reference, one entry per public name of each subpackage.
+
+Each subpackage of keras_transformer lists its public names and their modules in one
+`lazy_exports(__name__, {...})` call. This hook reads those maps (statically: nothing is
+imported) and replaces the `<!-- api-reference -->` line of api.md with a mkdocstrings
+`:::` entry per name, so a name added, moved or removed changes the page, and a name whose
+module no longer holds it fails `mkdocs build --strict`.
+"""
+
+import ast
+import os
+
+MARKER = "<!-- api-reference -->"
+# The order of the reference: the data's way through the package.
+PACKAGES = (
+    "models", "layers", "training", "text", "data", "decoding", "evaluation", "checkpoints",
+    "export", "experiment", "figures", "pretrained",
+)  # fmt: skip
+
+
+def on_page_markdown(markdown, page, config, files):
+    if MARKER not in markdown:
+        return markdown
+    root = os.path.dirname(config["config_file_path"])
+    return markdown.replace(MARKER, reference(os.path.join(root, "keras_transformer")))
+
+
+def reference(package_dir):
+    """The reference's markdown: a section per subpackage, an entry per public name."""
+    sections = []
+    for name in PACKAGES:
+        path = os.path.join(package_dir, name, "__init__.py")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as file:
+            tree = ast.parse(file.read())
+        lines = [f"## `keras_transformer.{name}`", "", ast.get_docstring(tree) or "", ""]
+        for public, module in sorted(exports(tree).items(), key=lambda item: item[0].lower()):
+            if module is None or public.isupper():  # subpackages, constants
+                continue
+            lines += [f"::: keras_transformer.{name}.{module}.{public}", ""]
+        sections.append("\n".join(lines))
+    return "\n".join(sections)
+
+
+def exports(tree):
+    """The {name: module} dict literal of the module's `lazy_exports` call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "lazy_exports":
+            return ast.literal_eval(node.args[1])
+    return {}

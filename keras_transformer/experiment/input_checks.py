@@ -1,0 +1,243 @@
+"""A training run's checks that need no backend, run before TensorFlow, JAX or torch loads.
+
+`keras-transformer train` calls `check_before_training` right after parsing its
+flags: a missing split file, a missing or damaged `--init-from` file, a bad
+`--vocabulary` file, a distribution the backend lacks, an output directory
+another run holds or a resume on changed settings or data end the command in
+well under a second, with one line. `run_experiment` runs the same checks again
+(a caller may skip the command line), then those that need the backend.
+
+Plain Python only (os, json, zipfile, hashlib; h5py and sentencepiece, which
+load no backend): nothing here may import keras, tensorflow, jax or torch.
+"""
+
+import json
+import os
+import sys
+
+from keras_transformer.experiment.init_from import check_vocabulary_file, run_model_config
+from keras_transformer.experiment.output_dir_lock import check_output_dir_free
+from keras_transformer.experiment.run_config_file import (
+    RUN_CONFIG_FILE,
+    check_resumed_settings,
+    run_settings,
+)
+from keras_transformer.experiment.split_files import SplitFiles, check_files, split_paths
+
+# The environment variable for the number of JAX processes (`keras.distribution.initialize`).
+PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"
+# The backend each distribution runs on: `keras.distribution` is JAX's only, and
+# `tf.distribute` TensorFlow's.
+NEEDED_BACKEND = {"data_parallel": "jax", "mirrored": "tensorflow", "multi_worker": "tensorflow"}
+# What a backend offers instead. Keras 3 has no multi-device `fit` on torch (its `fit` does
+# not run under torch's DistributedDataParallel), so torch trains on one device.
+ALTERNATIVES = {
+    "tensorflow": "'mirrored' or 'multi_worker'",
+    "jax": "'data_parallel'",
+    "torch": "'none' (Keras trains on one device on torch)",
+}
+# Distributions whose every process writes in --output-dir itself (no member subfolder), so
+# its lock and config.json can be checked before the distribution is set up.
+TOP_LEVEL_WRITERS = ("none", "mirrored")
+
+
+def configured_backend():
+    """The backend Keras will load, found as Keras finds it, without importing Keras.
+
+    `KERAS_BACKEND` if set and not empty, else the `backend` of `keras.json` in
+    `KERAS_HOME` (or `~/.keras`, or `/tmp/.keras` where the home is not
+    writable), else "tensorflow". Once Keras is loaded, its own answer.
+    """
+    if "keras" in sys.modules:
+        return sys.modules["keras"].backend.backend()
+    backend = "tensorflow"
+    home = os.environ.get("KERAS_HOME")
+    if home is None:
+        base = os.path.expanduser("~")
+        home = os.path.join(base if os.access(base, os.W_OK) else "/tmp", ".keras")
+    try:
+        with open(os.path.join(os.path.expanduser(home), "keras.json"), encoding="utf-8") as file:
+            settings = json.load(file)
+        if isinstance(settings, dict):
+            backend = settings.get("backend", backend)
+    except (OSError, ValueError):
+        pass
+    return os.environ.get("KERAS_BACKEND") or backend
+
+
+def jax_processes_requested():
+    """`KERAS_DISTRIBUTION_NUM_PROCESSES` as an int (1 when unset); ValueError if not >= 1."""
+    value = os.environ.get(PROCESSES_VARIABLE, "1")
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(
+            f"The environment variable {PROCESSES_VARIABLE} must be a positive int (the "
+            f"number of JAX processes). Received: {value!r}"
+        )
+    return count
+
+
+def check_distribution(distribution, backend):
+    """Raises ValueError for a distribution `backend` lacks, or a bad process count.
+
+    Args:
+        distribution: str, an `ExperimentConfig.distribution`.
+        backend: str, the Keras backend's name.
+    """
+    if distribution == "none":
+        return
+    needed = NEEDED_BACKEND[distribution]
+    if backend != needed:
+        raise ValueError(
+            f"distribution={distribution!r} needs KERAS_BACKEND={needed}, not "
+            f"{backend}; use {ALTERNATIVES.get(backend, repr('none'))}."
+        )
+    if distribution == "data_parallel":
+        jax_processes_requested()
+
+
+def check_valid_settings(config):
+    """Refuses settings that need the valid split without one.
+
+    Args:
+        config: the run's `ExperimentConfig`.
+
+    Returns:
+        bool, whether the run reads the valid split.
+
+    Raises:
+        ValueError: settings that need a valid split without one, or
+            that contradict each other.
+    """
+    needs = [
+        name
+        for name, on in (
+            ("select_on_valid=True", config.select_on_valid),
+            ("evaluate_valid=True", config.evaluate_valid),
+            ("final_model='best'", config.final_model == "best"),
+            ("validate=True", config.validate),
+        )
+        if on
+    ]
+    if not needs:
+        return False
+    if not config.valid_split:
+        if needs == ["validate=True"]:
+            return False  # nothing to validate on, which the user chose
+        raise ValueError(f"{needs[0]} needs a valid_split (--valid-split).")
+    if config.final_model == "best" and not config.validate:
+        raise ValueError("final_model='best' needs validate=True (the best checkpoint's source).")
+    if (
+        config.select_on_valid
+        and config.select_metric == "bleu"
+        and not (config.validate and config.valid_max_sentences)
+    ):
+        raise ValueError(
+            "select_metric='bleu' translates the valid sentences of the validation: it needs "
+            "validate=True and valid_max_sentences > 0."
+        )
+    return True
+
+
+def check_inputs(config):
+    """Raises for a missing input file or contradictory settings, before anything is written.
+
+    The `--init-from` file's tokenizer is checked by `run_experiment.check_inputs`
+    (deserializing it needs the backend).
+
+    Args:
+        config: an `ExperimentConfig`.
+
+    Returns:
+        The `SplitFiles` of `config.data_dir`, or None when the data is
+        generated by the run (their files do not exist yet).
+
+    Raises:
+        FileNotFoundError: a data folder, a split's file, the --init-from
+            model or the --vocabulary file does not exist.
+        ValueError: settings that need a valid split without one; an
+            --init-from file that holds no translation model (or is damaged);
+            a --vocabulary file without the package's special ids.
+    """
+    if config.data_dir is not None and not os.path.isdir(config.data_dir):
+        raise FileNotFoundError(f"--data-dir {config.data_dir} is not a directory.")
+    if config.init_from is not None:
+        run_model_config(config)  # a translation model file, undamaged
+    if config.vocabulary_file is not None:
+        check_vocabulary_file(config.vocabulary_file)
+    needs_valid = check_valid_settings(config)
+    if config.data_dir is None and config.tfds_name is None:
+        _check_generated_splits(config, needs_valid)
+        return None
+    return SplitFiles.find(config, config.data_dir, valid=needs_valid)
+
+
+def _check_generated_splits(config, needs_valid):
+    """Raises for a split the generated corpus (no --data-dir) does not have."""
+    generated = ("train", "valid", "test")
+    for flag, split, needed in (
+        ("--train-split", config.train_split, True),
+        ("--valid-split", config.valid_split, needs_valid),
+        ("--test-split", config.test_split, True),
+    ):
+        if not needed or split in generated:
+            continue
+        if os.sep in split or "/" in split:  # a path prefix of the user's files
+            check_files(split_paths(config, split, None), flag.removeprefix("--"))
+            continue
+        raise FileNotFoundError(
+            f"{flag} {split}: without --data-dir the run trains on its generated corpus, "
+            f"whose splits are {', '.join(generated)} (or give a path prefix of existing "
+            "files, or --data-dir)."
+        )
+
+
+def check_output_dir(path):
+    """Raises OSError when `path` cannot be the output directory (a file, not writable)."""
+    existing = path
+    while existing and not os.path.exists(existing):  # the folder it would be created in
+        existing = os.path.dirname(existing)
+    if not existing:
+        return  # relative to the working directory, which the run checks when it writes
+    if not os.path.isdir(existing):
+        where = "" if existing == path else f": {existing}"
+        raise NotADirectoryError(f"--output-dir {path}{where} is a file, not a directory.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == path else f": {existing}"
+        raise PermissionError(f"--output-dir {path}{where} is not writable.")
+
+
+def check_before_training(config, command_line=None, output_dir=True):
+    """Every check of a run that needs no backend; raises the first user error.
+
+    Args:
+        config: the run's `ExperimentConfig`.
+        command_line: str or None, as `run_experiment` records it.
+        output_dir: bool, whether to check `config.output_dir` itself (its
+            lock, and its `config.json` against these settings on a resume);
+            False where the runs write in subfolders of it (Table 3).
+
+    Returns:
+        The `SplitFiles` of `check_inputs`.
+
+    Raises:
+        OSError, ValueError: one-line user errors (see `check_inputs`,
+            `check_distribution`, `check_resumed_settings`, `OutputDirLock`).
+    """
+    splits = check_inputs(config)
+    check_distribution(config.distribution, configured_backend())
+    path = os.path.abspath(config.output_dir)
+    if not output_dir:
+        return splits
+    check_output_dir(config.output_dir)
+    if config.distribution not in TOP_LEVEL_WRITERS:
+        return splits  # other processes write in subfolders named once they start
+    check_output_dir_free(path)
+    if os.path.exists(os.path.join(path, RUN_CONFIG_FILE)):
+        data_files = splits.train if splits is not None else None
+        settings = run_settings(config, config.pipeline_config(), command_line, data_files)
+        check_resumed_settings(settings, path)
+    return splits

@@ -1,0 +1,69 @@
+"""`input_checks`: a run's checks that need no backend agree with the backend's own answers."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import BACKEND_INDEPENDENT
+
+from keras_transformer.experiment.input_checks import check_output_dir
+from keras_transformer.experiment.output_dir_lock import OutputDirLock, check_output_dir_free
+from keras_transformer.experiment.run_config_file import data_fingerprint
+
+pytestmark = BACKEND_INDEPENDENT
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_configured_backend_is_the_one_keras_loads(tmp_path):
+    # keras.json names the backend when KERAS_BACKEND is unset; Keras itself is the reference.
+    (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
+    code = (
+        "import sys\n"
+        "from keras_transformer.experiment.input_checks import configured_backend\n"
+        "before = configured_backend()\n"
+        "assert 'keras' not in sys.modules\n"
+        "import keras\n"
+        "print(before, keras.backend.backend())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env.update(KERAS_HOME=str(tmp_path), PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["jax", "jax"]
+
+
+def test_a_free_output_dir_passes_and_is_left_as_it_was(tmp_path):
+    check_output_dir_free(str(tmp_path / "absent"))  # nothing to check yet
+    with OutputDirLock(str(tmp_path)):
+        pass
+    lock = tmp_path / OutputDirLock.NAME
+    before = lock.read_text()
+    check_output_dir_free(str(tmp_path))
+    assert lock.read_text() == before and os.listdir(tmp_path) == [OutputDirLock.NAME]
+    with OutputDirLock(str(tmp_path)), pytest.raises(OSError, match="Another run is writing"):
+        check_output_dir_free(str(tmp_path))
+    with OutputDirLock(str(tmp_path)):  # the check released what it took
+        pass
+
+
+def test_output_dir_under_a_file_is_named(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    check_output_dir(str(tmp_path / "new" / "run"))  # created by the run
+    with pytest.raises(NotADirectoryError, match="a_file is a file, not a directory"):
+        check_output_dir(str(tmp_path / "a_file" / "run"))
+
+
+def test_fingerprint_follows_an_edited_file(tmp_path):
+    path = tmp_path / "train.en"
+    path.write_bytes(b"one\n")
+    first = data_fingerprint([str(path)])["train.en"]
+    path.write_bytes(b"two\n")  # the same size: only the time and the bytes differ
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 10**9))
+    second = data_fingerprint([str(path)])["train.en"]
+    assert first == {"bytes": 4, "sha256": hashlib.sha256(b"one\n").hexdigest()}
+    assert second == {"bytes": 4, "sha256": hashlib.sha256(b"two\n").hexdigest()}
