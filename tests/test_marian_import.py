@@ -307,11 +307,11 @@ def test_command_errors_are_one_line(marian, tmp_path, capsys):
     shutil.copytree(marian["folder"], folder)
     os.remove(folder / "model.safetensors")
     status, error = run_command([folder, "--output", output], capsys)
-    assert status == 2 and "no model.safetensors or pytorch_model.bin" in error
-    # No tokenizer file.
+    assert status == 2 and "missing model.safetensors (or pytorch_model.bin)" in error
+    # No config either.
     os.remove(folder / "config.json")
     status, error = run_command([folder, "--output", output], capsys)
-    assert status == 2 and "config.json: not found" in error
+    assert status == 2 and "missing config.json, model.safetensors" in error
     assert not output.exists()
     # An existing output is kept unless --overwrite.
     output.write_text("keep me")

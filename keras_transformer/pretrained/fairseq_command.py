@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import os
 import sys
+import zipfile
 
 from keras_transformer.utils.command_line import OneLineErrorParser
 
@@ -48,6 +49,15 @@ def build_parser(prog):
     return parser
 
 
+def _looks_like_torch_checkpoint(path):
+    # torch.save writes a zip archive; before torch 1.6, a pickle (protocol 2+ starts 0x80).
+    # Checked here so that a wrong file is one line before torch loads.
+    if zipfile.is_zipfile(path):
+        return True
+    with open(path, "rb") as file:
+        return file.read(1) == b"\x80"
+
+
 def main(argv=None, prog="keras-transformer import fairseq"):
     """Runs the command; returns the exit status (0, 2 for bad input, 1 if writing fails)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -68,6 +78,11 @@ def main(argv=None, prog="keras-transformer import fairseq"):
             parser.fail(f"{flag} {path}: no such file")
     if not os.path.isdir(args.dictionary_dir):
         parser.fail(f"--dictionary-dir {args.dictionary_dir}: not a folder")
+    if not _looks_like_torch_checkpoint(args.checkpoint):
+        parser.fail(
+            f"CHECKPOINT {args.checkpoint}: not a torch checkpoint (neither a zip archive nor "
+            "a pickle); expected the model.pt of a fairseq training run"
+        )
     moses = None if args.tokenizer is None else args.tokenizer == "moses"
     if args.sentencepiece_model and moses:
         parser.error("--tokenizer moses cannot be combined with --sentencepiece-model")

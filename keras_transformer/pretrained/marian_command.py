@@ -14,6 +14,18 @@ beams as transformers' generate does.
 """
 
 
+# What a save_pretrained folder must hold; checked before the backend loads.
+FOLDER_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def _missing_files(directory):
+    missing = [name for name in FOLDER_FILES if not os.path.isfile(os.path.join(directory, name))]
+    if not any(os.path.isfile(os.path.join(directory, name)) for name in WEIGHT_FILES):
+        missing.append(f"{WEIGHT_FILES[0]} (or {WEIGHT_FILES[1]})")
+    return missing
+
+
 def build_parser(prog=None):
     parser = OneLineErrorParser(prog=prog, description=DESCRIPTION)
     parser.add_argument("directory", metavar="DIR", help="The save_pretrained folder.")
@@ -31,6 +43,12 @@ def main(argv=None, prog=None):
     args = parser.parse_args(argv)
     if not os.path.isdir(args.directory):
         parser.fail(f"{args.directory}: not a folder")
+    missing = _missing_files(args.directory)
+    if missing:
+        parser.fail(
+            f"{args.directory}: missing {', '.join(missing)}; expected a Marian folder as "
+            "save_pretrained writes it"
+        )
     if not args.output.endswith(".keras"):
         parser.fail(f"--output must end with .keras. Received: {args.output}")
     if os.path.exists(args.output) and not args.overwrite:
