@@ -304,3 +304,15 @@ def test_encoder_collapse_variants_combine_fairseqs_settings():
     assert model == {"attention_bias": True}
     with pytest.raises(Exception, match="unknown variant 'fairseq-without-dropout'"):
         collapse.variant_name("fairseq-without-dropout")
+
+
+@BACKEND_INDEPENDENT
+def test_command_startup_times_every_case_against_the_baseline():
+    output = run_benchmark("command_startup", "--repeats", "1")
+    lines = output.strip().splitlines()
+    assert re.fullmatch(r"baseline: import tensorflow\s+[\d.]+ s", lines[0]), lines[0]
+    cases = load_benchmark("command_startup").CASES
+    assert len(lines) == 1 + len(cases)
+    for case, line in zip(cases, lines[1:], strict=True):
+        assert line.startswith("keras-transformer " + " ".join(case)), line
+        assert re.search(r"[\d.]+ s  \(\d+x faster than the baseline\)$", line), line
