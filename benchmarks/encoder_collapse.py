@@ -45,7 +45,7 @@ from keras_transformer.text import ParallelCorpus, SubwordTokenizer, train_vocab
 MULTI30K = load_recipe("multi30k")
 # Every variant starts from the recipe's model with Keras' attention initialization, the
 # package's default: `fused-qkv-init` is fairseq's, which the recipe now uses.
-BASE_OVERRIDES = {**MULTI30K.model_overrides, "attention_initializer": "glorot_uniform"}
+BASE_OVERRIDES = {**MULTI30K.model.model_overrides, "attention_initializer": "glorot_uniform"}
 
 # Training sentences whose encoder outputs and attention are inspected.
 PROBE_SENTENCES = 8
@@ -117,7 +117,9 @@ def tokenizer_for(args, corpus):
     if args.vocabulary and os.path.exists(args.vocabulary):
         with open(args.vocabulary, "rb") as file:
             return SubwordTokenizer(proto=file.read())
-    tokenizer = train_vocabulary(corpus, vocabulary_size=MULTI30K.vocabulary_size, seed=args.seed)
+    tokenizer = train_vocabulary(
+        corpus, vocabulary_size=MULTI30K.data.vocabulary_size, seed=args.seed
+    )
     if args.vocabulary:
         tokenizer.save_to_file(args.vocabulary)
     return tokenizer
@@ -147,16 +149,16 @@ def collapse_indicators(model, probes):
 def run_variant(args, name, tokenizer, train_for, valid, probes):
     """Trains variant `name`; returns its (update, encoder cosine, valid perplexity) rows."""
     normalize_first, model_changes, optimizer_changes, budget = variant_settings(name)
-    train = train_for(budget or MULTI30K.token_budget)
+    train = train_for(budget or MULTI30K.data.token_budget)
     keras.utils.set_random_seed(args.seed)
     overrides = {**BASE_OVERRIDES, **model_changes, "normalize_first": normalize_first}
-    config = get_preset(MULTI30K.preset).config(tokenizer.vocabulary_size(), **overrides)
+    config = get_preset(MULTI30K.model.preset).config(tokenizer.vocabulary_size(), **overrides)
     model = Seq2SeqTransformer(config)
     model.compile(
         optimizer=paper_optimizer(
             model.config.d_model,
-            warmup_steps=MULTI30K.warmup_steps,
-            scale=MULTI30K.learning_rate_scale,
+            warmup_steps=MULTI30K.optimization.warmup_steps,
+            scale=MULTI30K.optimization.learning_rate_scale,
             **optimizer_changes,
         ),
         loss=LabelSmoothedCrossEntropy(label_smoothing=0.1),

@@ -106,8 +106,6 @@ def main():
         module = TranslationModule(
             model,
             tokenizer,
-            beam_size=4,
-            alpha=0.6,
             max_extra_length=args.max_extra_length,
             max_source_length=max(512, pieces + 1),
             batch_tokens=batch_tokens,

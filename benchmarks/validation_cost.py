@@ -29,10 +29,11 @@ import time
 import keras
 
 from keras_transformer.data import make_translation_dataset
+from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import ValidationCallback
 from keras_transformer.experiment.recipes import load_recipe, recipe_names
 from keras_transformer.experiment.split_files import split_paths
-from keras_transformer.experiment.valid_split import config_translator, valid_batches
+from keras_transformer.experiment.valid_split import valid_batches
 from keras_transformer.models import Seq2SeqTransformer, get_preset
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer, train_vocabulary
 from keras_transformer.training import LabelSmoothedCrossEntropy, paper_optimizer
@@ -58,34 +59,35 @@ def main():
     parser.add_argument("--valid-search", choices=("greedy", "beam"))
     arguments = parser.parse_args()
 
-    config = load_recipe(arguments.recipe).replace(data_dir=arguments.data_dir)
+    config = load_recipe(arguments.recipe).replace(data={"data_dir": arguments.data_dir})
     for name in ("valid_max_sentences", "valid_search"):
         if getattr(arguments, name) is not None:
-            config = config.replace(**{name: getattr(arguments, name)})
-    corpus = ParallelCorpus.from_files(*split_paths(config, config.train_split, config.data_dir))
+            config = config.replace(validation={name: getattr(arguments, name)})
+    data, validation = config.data, config.validation
+    corpus = ParallelCorpus.from_files(*split_paths(data, data.train_split, data.data_dir))
     if arguments.vocabulary:
         with open(arguments.vocabulary, "rb") as file:
             tokenizer = SubwordTokenizer(proto=file.read())
     else:
         tokenizer = train_vocabulary(
             corpus,
-            vocabulary_size=config.vocabulary_size,
-            model_type=config.vocabulary_type,
+            vocabulary_size=data.vocabulary_size,
+            model_type=data.vocabulary_type,
             seed=config.seed,
         )
     keras.utils.set_random_seed(config.seed)
-    preset = get_preset(config.preset)
-    model = Seq2SeqTransformer(preset.config(tokenizer.vocabulary_size(), **config.model_overrides))
+    preset = get_preset(config.model.preset)
+    model = Seq2SeqTransformer(config.model_config(tokenizer.vocabulary_size()))
     model.compile(
         optimizer=paper_optimizer(
             model.config.d_model,
-            warmup_steps=config.warmup_steps,
-            scale=config.learning_rate_scale,
+            warmup_steps=config.optimization.warmup_steps,
+            scale=config.optimization.learning_rate_scale,
         ),
         loss=LabelSmoothedCrossEntropy(label_smoothing=preset.label_smoothing),
     )
     train = make_translation_dataset(
-        corpus, tokenizer, token_budget=config.token_budget, **config.pipeline_overrides
+        corpus, tokenizer, token_budget=data.token_budget, **data.pipeline_overrides
     )
     batches = list(train.dataset.take(arguments.steps).as_numpy_iterator())
     for inputs, labels in batches:  # compiles each shape
@@ -96,28 +98,28 @@ def main():
     step_wall, step_cpu = (value / len(batches) for value in _since(start))
 
     valid_corpus, valid = valid_batches(
-        config, split_paths(config, config.valid_split, config.data_dir), tokenizer
+        data, split_paths(data, data.valid_split, data.data_dir), tokenizer
     )
-    count = min(config.valid_max_sentences, len(valid_corpus.sources))
-    validation = ValidationCallback(
-        config_translator(config, model, tokenizer, search=config.valid_search),
+    count = min(validation.valid_max_sentences, len(valid_corpus.sources))
+    callback = ValidationCallback(
+        Translator(model, tokenizer, config.decoding, search=validation.valid_search),
         list(valid_corpus.sources[:count]),
         list(valid_corpus.targets[:count]),
         valid,
     )
-    validation.set_model(model)
+    callback.set_model(model)
     start = _clock()
-    metrics = validation.compute_metrics()
+    metrics = callback.compute_metrics()
     first_wall, first_cpu = _since(start)
     start = _clock()
     for _ in range(arguments.repeats):
-        validation.compute_metrics()
+        callback.compute_metrics()
     valid_wall, valid_cpu = (value / arguments.repeats for value in _since(start))
 
-    every = config.validate_every_steps or config.checkpoint_every_steps
+    every = validation.validate_every_steps or config.checkpoint.checkpoint_every_steps
     print(f"backend {keras.backend.backend()}, recipe {arguments.recipe}, {os.cpu_count()} CPUs")
     print(
-        f"validation: {config.valid_search} search on {count} sentences, perplexity on "
+        f"validation: {validation.valid_search} search on {count} sentences, perplexity on "
         f"{len(valid_corpus.sources)}; every {every} steps; "
         f"metrics of the untrained model: {metrics}"
     )

@@ -4,9 +4,7 @@ Importing the package is cheap: its names (and Keras with a backend) load when f
 """
 
 from keras_transformer.utils.lazy_exports import lazy_exports
-
-# The one version of the distribution (pyproject.toml reads it; `keras-transformer --version`).
-__version__ = "0.1.0"
+from keras_transformer.version import __version__  # noqa: F401 (the package's version)
 
 __all__ = lazy_exports(
     __name__,

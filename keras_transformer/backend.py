@@ -122,6 +122,21 @@ def fast_forms_disabled(names):
         _override = previous
 
 
+def name():
+    """The name of the Keras backend: "tensorflow", "jax" or "torch" (or another of Keras')."""
+    return keras.backend.backend()
+
+
+def is_tensorflow():
+    """Whether Keras runs on TensorFlow (`tf.distribute`, SavedModels, `tf.data` in the step)."""
+    return name() == "tensorflow"
+
+
+def is_jax():
+    """Whether Keras runs on JAX (`keras.distribution`, `jax.jit`, JAX's compilation cache)."""
+    return name() == "jax"
+
+
 @functools.cache  # the devices are fixed once the backend has started
 def on_accelerator():
     """Whether the backend computes on a GPU or TPU rather than the CPU."""
@@ -274,22 +289,6 @@ def wrap_uint32(x):
     if keras.backend.backend() != "torch":
         return x
     return ops.bitwise_and(x, ops.convert_to_tensor(0xFFFFFFFF, "int64"))
-
-
-def adam_update_all(optimizer, grads, variables, learning_rate):
-    """Applies Keras' own all-variables update of `Adam` where a subclass would lose it.
-
-    On torch Keras gives plain `Adam` one update of all variables through
-    `torch._foreach_*` kernels, but a subclass the per-variable loop.
-
-    Returns:
-        True when the update was applied here; False where the caller's
-        (Keras') update applies.
-    """
-    if keras.backend.backend() != "torch":
-        return False
-    compat.torch_adam_update_all(optimizer, grads, variables, learning_rate)
-    return True
 
 
 def replica_context():

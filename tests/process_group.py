@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import only_under
 
-from keras_transformer.experiment.keras_distribute_workarounds import keras_needs_workarounds
+from keras_transformer.compat import keras_needs_workarounds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A one-layer width-32 model: a recipe's code path, minutes -> seconds.
@@ -40,7 +40,7 @@ def fails_while_keras_needs(workaround, problem):
         keras_needs_workarounds(),
         strict=True,
         reason=f"{problem} If this passes, this Keras fixed it: drop the {workaround} "
-        "workaround of keras_transformer/experiment/keras_distribute_workarounds.py.",
+        "workaround of keras_transformer/compat.py (apply_distribute_workarounds).",
     )
 
 

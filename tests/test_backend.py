@@ -1,8 +1,6 @@
 """`keras_transformer.backend`: the only module that looks at the backend, and its switches."""
 
 import os
-import pathlib
-import re
 import subprocess
 import sys
 
@@ -14,42 +12,7 @@ from conftest import to_numpy
 from keras_transformer import backend
 from keras_transformer.layers import Dropout, LayerNormalization
 
-PACKAGE = pathlib.Path(backend.__file__).parent
-# Calls that look at the backend or device, and private TensorFlow / Keras names.
-CHECKS = re.compile(
-    r"keras\.backend\.backend\(\)|default_backend\(\)|_devices\("
-    r"|cuda\.is_available|keras\.src\b|tensorflow\.python\b|control_flow_util"
-    r"|\._momentums|\._velocities|\._iterations"
-)
-# Files allowed to look for themselves, and why: the distribution and export code picks a
-# distribution strategy, a JAX compilation cache or a TensorFlow process for a SavedModel,
-# not a form of a computation; Keras 3.15's `tf.distribute` workarounds are the distribution
-# code's, keyed on the Keras version, and their own tests say when they can go.
-EXCEPTIONS = {
-    "backend.py": "the one place that picks forms",
-    "compat.py": "the private TensorFlow and Keras names",
-    "experiment/run_distribution.py": "distribution strategies per backend",
-    "experiment/input_checks.py": "the backend a distribution needs, named before it loads",
-    "experiment/run_experiment.py": "JAX's persistent compilation cache",
-    "export/export_saved_model.py": "SavedModels are written by a TensorFlow process",
-    "export/__main__.py": "SavedModels are written by a TensorFlow process",
-    "experiment/keras_distribute_workarounds.py": "Keras 3.15's tf.distribute workarounds",
-}
-
-
-def test_no_other_module_looks_at_the_backend_or_imports_private_names():
-    found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        name = path.relative_to(PACKAGE).as_posix()
-        if name in EXCEPTIONS:
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("#")[0]
-            if CHECKS.search(code):
-                found.append(f"keras_transformer/{name}:{number}: {line.strip()}")
-    assert not found, "backend checks outside backend.py / compat.py:\n" + "\n".join(found)
-    for name in EXCEPTIONS:
-        assert (PACKAGE / name).exists(), f"stale exception {name}"
+# Which modules may look at the backend, or read private names: tests/test_layering.py.
 
 
 def test_the_environment_variable_names_forms_or_none():

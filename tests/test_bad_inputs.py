@@ -24,7 +24,9 @@ from keras_transformer import cli
 from keras_transformer.checkpoints import PeriodicCheckpoint
 from keras_transformer.checkpoints.model_file_check import UnreadableCheckpointError
 from keras_transformer.checkpoints.training_state import save_training_state
-from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.decoding.decoding_config import DecodingConfig
+from keras_transformer.experiment.experiment_config import SECTIONS, ExperimentConfig
+from keras_transformer.experiment.optimization_config import OptimizationConfig
 from keras_transformer.experiment.recipe_main import build_parser as train_parser
 from keras_transformer.experiment.recipes import load_recipe
 from keras_transformer.experiment.run_config_file import (
@@ -218,11 +220,11 @@ def test_the_python_api_refuses_what_the_command_line_refuses(made):
     model, tokenizer = load_translation_model(made / "run" / "model.keras", compile=False)
     inf = float("inf")
     for call, message in [
-        (lambda: ExperimentConfig(alpha=inf), "`alpha` must be a finite number"),
+        (lambda: DecodingConfig(alpha=inf), "`alpha` must be a finite number"),
         (lambda: Translator(model, tokenizer, alpha=inf), "`alpha` must be a finite number"),
-        (lambda: ExperimentConfig(train_steps=10**20), f"must be <= {INT64_MAX}"),
-        (lambda: ExperimentConfig(beam_size=0), "`beam_size` must be >= 1"),
-        (lambda: ExperimentConfig(learning_rate_scale=inf), "must be a finite number"),
+        (lambda: OptimizationConfig(train_steps=10**20), f"must be <= {INT64_MAX}"),
+        (lambda: ExperimentConfig().replace(decoding={"beam_size": 0}), "`beam_size` must be >= 1"),
+        (lambda: OptimizationConfig(learning_rate_scale=inf), "must be a finite number"),
         (lambda: small_config(layer_norm_epsilon=-1.0), "`layer_norm_epsilon` must be > 0"),
         (lambda: small_config(layer_norm_epsilon=0.0), "`layer_norm_epsilon` must be > 0"),
         (lambda: small_config(layer_norm_epsilon=math.nan), "must be a finite number"),
@@ -256,29 +258,29 @@ def test_the_command_line_refuses_bad_numbers(made, tmp_path, argv, expected):
 
 def command_parsers():
     """`{command: (parser, {dest: number type})}` of every command with number flags."""
-    from keras_transformer.checkpoints.__main__ import build_parser as average_parser
-    from keras_transformer.evaluation.__main__ import build_parser as evaluate_parser
-    from keras_transformer.export.__main__ import build_parser as export_parser
-    from keras_transformer.figures.__main__ import build_parser as plot_parser
-    from keras_transformer.translate_command import build_parser as translate_parser
+    from keras_transformer.commands import average, evaluate, export, plot, translate
     from keras_transformer.utils.dataclass_config import field_types
 
     parsers = {}
-    for name, build in [
-        ("translate", translate_parser),
-        ("evaluate", evaluate_parser),
-        ("average", average_parser),
-        ("export", export_parser),
-        ("plot", plot_parser),
+    for name, module in [
+        ("translate", translate),
+        ("evaluate", evaluate),
+        ("average", average),
+        ("export", export),
+        ("plot", plot),
     ]:
-        parser = build()
-        kinds = {a.dest: a.type for a in parser._actions if a.type in (int, float)}
+        parser, _ = module.build_parser()
+        # A generated flag's `type` converts to its field's type, named by `kind`.
+        types = {a.dest: getattr(a.type, "kind", a.type) for a in parser._actions}
+        kinds = {dest: kind for dest, kind in types.items() if kind in (int, float)}
         parsers[name] = (parser, kinds)
     parser, added = train_parser(load_recipe("quickstart"), "train")
-    types = field_types(ExperimentConfig)
+    types = {}
+    for cls in (ExperimentConfig, *SECTIONS.values()):
+        types.update(field_types(cls))
     kinds = {}
-    for dest in added:
-        kind = types[dest][0]
+    for dest, field in added.items():
+        kind = types[field.name][0]
         if kind is tuple:  # tuple[int, ...]: --synthetic-sizes
             kind = int
         if kind in (int, float):
@@ -458,8 +460,8 @@ def test_a_diverging_fit_stops_without_saving_and_names_the_last_good_checkpoint
     y = np.where(np.arange(16) < 8, 1.0, 1000.0).astype("float32")[:, None]  # from step 9
     monitor = TrainingMonitor(str(tmp_path), every_steps=1, divergence_steps=3)
     checkpoint = PeriodicCheckpoint(str(tmp_path / "checkpoints"), every_steps=2,
-                                    every_minutes=None, keep=10, average_last=None)  # fmt: skip
-    checkpoint.hold_saves = monitor.divergence_suspect
+                                    every_minutes=None, keep=10, average_last=None,
+                                    hold_saves=monitor.divergence_suspect)  # fmt: skip
     with pytest.raises(TrainingDivergedError, match="from step 9 to step 11") as raised:
         model.fit(x, y, batch_size=1, epochs=1, shuffle=False, verbose=0,
                   callbacks=[monitor, checkpoint])  # fmt: skip
@@ -492,8 +494,9 @@ def test_a_diverging_train_run_stops_with_one_line(made, tmp_path):
 @BACKEND_INDEPENDENT
 def test_divergence_check_flags():
     parser, _ = train_parser(load_recipe("quickstart"), "train")
-    assert parser.parse_args(["--no-divergence-check"]).divergence_check is False
-    assert ExperimentConfig().divergence_check and ExperimentConfig().divergence_steps == 200
+    arguments = parser.parse_args(["--no-divergence-check"])
+    assert getattr(arguments, "optimization.divergence_check") is False
+    assert OptimizationConfig().divergence_check and OptimizationConfig().divergence_steps == 200
 
 
 # Ctrl-C: like SIGTERM, one line, the checkpoint saved, how to resume.
@@ -524,7 +527,7 @@ def test_sigint_saves_the_step_and_exits_130_with_one_line(tmp_path, capsys):
 
 @BACKEND_INDEPENDENT
 def test_ctrl_c_outside_training_is_one_line(monkeypatch):
-    def interrupted(argv):
+    def interrupted(argv, prog):
         raise KeyboardInterrupt
 
     monkeypatch.setitem(cli.HANDLERS, "evaluate", interrupted)
@@ -543,7 +546,7 @@ def test_a_resume_on_edited_training_files_is_refused(made, tmp_path):
     started = tmp_path / "started"
     started.mkdir()
     config = load_recipe("quickstart").replace(
-        output_dir=str(started), data_dir=str(data), vocabulary_size=100
+        output_dir=str(started), data={"data_dir": str(data), "vocabulary_size": 100}
     )
     files = (str(data / "train.en"), str(data / "train.de"))
     settings = run_settings(config, config.pipeline_config(), "train ...", data_files=files)

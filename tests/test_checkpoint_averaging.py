@@ -18,7 +18,7 @@ from keras_transformer.checkpoints import (
     latest_checkpoints,
     save_weights_atomic,
 )
-from keras_transformer.checkpoints.__main__ import main
+from keras_transformer.commands.average import main
 
 CONFIG = small_config(23, d_model=8, intermediate_dim=16)
 
@@ -268,6 +268,5 @@ def test_command_averages_a_directory(tmp_path, capsys):
         main(["--preset", "base", "--directory", str(tmp_path), "--output", str(output)])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == (
-        "python -m keras_transformer.checkpoints: error: --preset needs --vocabulary-size "
-        "(see --help)\n"
+        "keras-transformer average: error: --preset needs --vocabulary-size (see --help)\n"
     )

@@ -91,17 +91,11 @@ def files(tmp_path_factory):
     started = root / "started"
     started.mkdir()
     quickstart = load_recipe("quickstart")
+    overrides = {"num_layers": 1, "d_model": 32, "num_heads": 2, "intermediate_dim": 64}
     config = quickstart.replace(
         output_dir=str(started),
-        data_dir=str(data),
-        vocabulary_size=100,
-        model_overrides={
-            **quickstart.model_overrides,
-            "num_layers": 1,
-            "d_model": 32,
-            "num_heads": 2,
-            "intermediate_dim": 64,
-        },
+        data={"data_dir": str(data), "vocabulary_size": 100},
+        model={"model_overrides": {**quickstart.model.model_overrides, **overrides}},
     )
     write_run_config(run_settings(config, config.pipeline_config(), "train ..."), str(started))
     return root

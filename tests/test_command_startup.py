@@ -162,8 +162,9 @@ def inputs(tmp_path):
         archive.writestr("config.json", '{"class_name": "Seq2SeqTransformer"')  # cut short
     # Runs started with these settings (seed 0), as run_experiment records them.
     config = load_recipe("quickstart").replace(
-        data_dir=str(data), train_split="train", test_split="test", valid_split=None
-    )
+        data={"data_dir": str(data), "train_split": "train", "test_split": "test",
+              "valid_split": None}
+    )  # fmt: skip
     files = (str(data / "train.en"), str(data / "train.de"))
     for name in ("resumed", "changed"):
         (tmp_path / name).mkdir()

@@ -88,3 +88,58 @@ def test_kerass_safe_mode_flag():
         private(compat.in_safe_mode() is True, "serialization_lib.in_safe_mode (inside a scope)")
     with module.SafeModeScope(False):
         private(compat.in_safe_mode() is False, "serialization_lib.in_safe_mode (unsafe scope)")
+
+
+def test_the_learning_rate_schedule_an_optimizer_holds():
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=10, decay_rate=0.5)
+    scheduled = keras.optimizers.Adam(learning_rate=schedule)
+    private(hasattr(scheduled, "_learning_rate"), "keras.optimizers.Optimizer._learning_rate")
+    private(compat.learning_rate_schedule(scheduled) is schedule, "Optimizer._learning_rate")
+    assert compat.learning_rate_schedule(keras.optimizers.Adam(learning_rate=0.5)) is None
+
+
+def test_the_adam_mixin_updates_as_kerass_adam():
+    private(
+        callable(getattr(keras.optimizers.Adam, "_backend_update_step", None)),
+        "keras.optimizers.Optimizer._backend_update_step",
+    )
+
+    class MixedAdam(compat.TorchAdamUpdateAll, keras.optimizers.Adam):
+        pass
+
+    results = []
+    for optimizer in (keras.optimizers.Adam(0.1), MixedAdam(0.1)):
+        weights = [keras.Variable(np.ones(shape, "float32")) for shape in ((2, 3), (4,))]
+        for step in range(2):
+            grads = [keras.ops.full((2, 3), 2.0 + step), keras.ops.full((4,), -3.0)]
+            optimizer.apply(grads, weights)
+        results.append([keras.ops.convert_to_numpy(w) for w in weights])
+    for stock, mixed in zip(*results, strict=True):
+        np.testing.assert_allclose(mixed, stock, rtol=1e-6)
+    assert not np.allclose(results[0][0], 1.0)  # the weights moved
+
+
+def test_the_keras_version_check_of_the_distribute_workarounds():
+    assert compat.keras_needs_workarounds("3.15.1")
+    assert not compat.keras_needs_workarounds("3.16.0")
+    assert not compat.keras_needs_workarounds("4.0.0")
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="Keras' TensorFlow trainer")
+def test_kerass_tensorflow_trainer_names_of_the_distribute_workarounds():
+    tf = pytest.importorskip("tensorflow")
+    for name in ("_maybe_symbolic_build", "_symbolic_build"):
+        private(callable(getattr(keras.Model, name, None)), f"TensorFlowTrainer.{name}")
+    private(keras.Sequential()._distribute_strategy is None, "Trainer._distribute_strategy")
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    with strategy.scope():
+        model = keras.Sequential()
+    private(model._distribute_strategy is strategy, "Trainer._distribute_strategy (in a scope)")
+    module = importlib.import_module("tensorflow.python.distribute.collective_all_reduce_strategy")
+    private(
+        callable(getattr(module.CollectiveAllReduceExtended, "_in_multi_worker_mode", None)),
+        "CollectiveAllReduceExtended._in_multi_worker_mode",
+    )
+    # Outside a multi-worker strategy the model is patched for the build only.
+    compat.apply_distribute_workarounds(model)
+    assert "_maybe_symbolic_build" in vars(model) and "train_step" not in vars(model)

@@ -222,9 +222,9 @@ def test_line_breaks_inside_texts_become_spaces():
 def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monkeypatch, capsys):
     import types
 
+    import keras_transformer.commands.translate
     import keras_transformer.decoding
     import keras_transformer.export
-    import keras_transformer.translate_command
     from keras_transformer.cli import main
     from keras_transformer.models.transformer_config import TransformerConfig
 
@@ -238,7 +238,7 @@ def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monk
             return [[(sentence.replace("|", "\n"), 0.0)] for sentence in sentences]
 
     model = types.SimpleNamespace(config=TransformerConfig(vocabulary_size=8))
-    monkeypatch.setattr(keras_transformer.translate_command, "resolve_model_file", lambda *a: "")
+    monkeypatch.setattr(keras_transformer.commands.translate, "resolve_model_file", lambda *a: "")
     monkeypatch.setattr(
         keras_transformer.export, "load_translation_model", lambda *a, **k: (model, 0)
     )

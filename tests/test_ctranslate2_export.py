@@ -15,10 +15,10 @@ import pytest
 from conftest import BACKEND_INDEPENDENT, to_numpy
 
 from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
+from keras_transformer.commands.export import main as export_main
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import export_ctranslate2, save_translation_model
-from keras_transformer.export.__main__ import main as export_main
 from keras_transformer.export.ctranslate2_export import TOKENIZER_FILE, import_ctranslate2
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 

@@ -10,7 +10,9 @@ from keras import ops
 from keras_transformer import Seq2SeqTransformer, TransformerConfig, backend
 from keras_transformer.backend import shrinking_batch
 from keras_transformer.decoding import build_beam_search, build_greedy_search, length_penalty
+from keras_transformer.decoding.beam_state import BeamState, beam_search_done
 from keras_transformer.decoding.search_state import NEG_INF, best_next_tokens, cache_stages
+from keras_transformer.layers.decoding_cache import DecodingCache
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -126,7 +128,8 @@ class ScriptedModel:
         return ops.zeros((ops.shape(token_ids)[0], ops.shape(token_ids)[1], 1))
 
     def initialize_cache(self, encoder_outputs, encoder_token_ids, max_length, rows_per_source=1):
-        return {"encoder_padding_mask": encoder_token_ids != PAD}
+        # Nothing grows: the next token depends on the last one and the step only.
+        return DecodingCache(growing=(), fixed={"encoder_padding_mask": encoder_token_ids != PAD})
 
     def fixed_decoder_weights(self):
         return contextlib.nullcontext()  # no weights
@@ -151,6 +154,27 @@ class ScriptedModel:
             ops.where(late, stop_now[None], keep_going[None]),
         )
         return logits[:, None, :], cache
+
+
+def test_the_stop_rule_compares_the_settling_slot_with_the_best_live_bound():
+    # Source rows 1 and 0 of a batch of 2 (the row order `sources` gives), beam 3. A source is
+    # done when its finished score in the settling slot reaches the best live log-probability
+    # divided by the penalty at its length limit: the best any live beam can still score.
+    finished = np.array([[-1.0, -2.0, -9.0], [-0.5, -2.5, -4.5]], "float32")
+    live = np.array([[-3.0, -5.0, -6.0], [-6.0, -7.0, -8.0]], "float32")
+    max_penalty = np.array([2.0, 3.0], "float32")  # source 0, source 1
+    state = BeamState(
+        step=0, live_seqs=None, live_scores=ops.convert_to_tensor(live), finished_seqs=None,
+        finished_scores=ops.convert_to_tensor(finished), sources=ops.convert_to_tensor([1, 0]),
+        result_seqs=None, result_scores=None, cache=None,
+    )  # fmt: skip
+    for slot in range(3):
+        bound = live[:, 0] / max_penalty[[1, 0]]  # [-1.0, -3.0]
+        done = to_numpy(beam_search_done(state, ops.convert_to_tensor(max_penalty), slot))
+        np.testing.assert_array_equal(done, finished[:, slot] >= bound)
+    assert to_numpy(beam_search_done(state, max_penalty, 0)).tolist() == [True, True]
+    assert to_numpy(beam_search_done(state, max_penalty, 2)).tolist() == [False, False]
+    assert to_numpy(beam_search_done(state, max_penalty, 1)).tolist() == [False, True]
 
 
 def test_length_penalty_changes_the_choice():

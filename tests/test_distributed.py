@@ -17,9 +17,7 @@ COMMON = textwrap.dedent(
     import numpy as np
     import keras
     from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
-    from keras_transformer.experiment.keras_distribute_workarounds import (
-        apply_distribute_workarounds,
-    )
+    from keras_transformer.compat import apply_distribute_workarounds
 
     config = TransformerConfig(vocabulary_size=23, num_layers=1, d_model=16, num_heads=2,
                                intermediate_dim=32, dropout=0.0)
@@ -133,7 +131,7 @@ def test_mirrored_strategy_step_equals_one_device(tmp_path):
     assert np.abs(weights["naive"] - weights["single"]).max() > 1e-3
 
 
-# Keras' build from `strategy.reduce("MEAN", batch)` (keras_distribute_workarounds, 1).
+# Keras' build from `strategy.reduce("MEAN", batch)` (apply_distribute_workarounds, 1).
 WITHOUT_BUILD_WORKAROUND = (
     TWO_TENSORFLOW_CPUS
     + COMMON

@@ -147,7 +147,8 @@ def check_own_data_run(work, output):
         if name not in {"data/", "xla_cache/"}:  # only the generated corpus, only JAX
             assert glob.glob(str(run / name.rstrip("/"))), name
     config = json.loads((run / "config.json").read_text())
-    assert config["model"]["d_model"] == 32 and config["experiment"]["train_steps"] == 6
+    assert config["model"]["d_model"] == 32
+    assert config["experiment"]["optimization"]["train_steps"] == 6
     assert len(config["command_lines"]) == 2  # the start and the resume with --config
     assert '"format": 1' in output  # the page's `head` of config.json
     assert (run / "train_log.csv").read_text().splitlines()[-1].startswith("6,")

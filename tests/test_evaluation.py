@@ -14,6 +14,7 @@ import tensorflow as tf
 from conftest import BACKEND_INDEPENDENT, numpy_perplexity, random_token_ids
 
 from keras_transformer import Seq2SeqTransformer
+from keras_transformer.commands.evaluate import main
 from keras_transformer.evaluation import (
     chrf,
     moses_tokenize,
@@ -27,7 +28,6 @@ from keras_transformer.evaluation import (
     split_hyphenated_compounds,
     tokenized_bleu,
 )
-from keras_transformer.evaluation.__main__ import main
 
 HYPOTHESES = [
     "Die Regierung hat am Dienstag ein neues Gesetz zur E-Mail-Überwachung vorgestellt.",
@@ -328,7 +328,7 @@ def test_command_bad_invocations_give_one_line(files, tmp_path, capsys, argv, ex
     assert exit_info.value.code != 0
     stderr = capsys.readouterr().err
     assert stderr.count("\n") == 1 and expected in stderr
-    assert stderr.startswith("python -m keras_transformer.evaluation: error:")
+    assert stderr.startswith("keras-transformer evaluate: error:")
 
 
 @BACKEND_INDEPENDENT

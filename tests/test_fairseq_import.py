@@ -20,8 +20,8 @@ pytest.importorskip("subword_nmt")
 
 import fairseq_reference as ref  # noqa: E402
 
+from keras_transformer.commands.import_fairseq import main as fairseq_main  # noqa: E402
 from keras_transformer.pretrained.fairseq import import_fairseq  # noqa: E402
-from keras_transformer.pretrained.fairseq_command import main as fairseq_main  # noqa: E402
 from keras_transformer.pretrained.fairseq_dictionary import (  # noqa: E402
     padded_symbols,
     read_fairseq_dictionary,
@@ -340,7 +340,7 @@ def test_checkpoint_is_read_without_running_its_classes(tmp_path, zip_format):
 
 @BACKEND_INDEPENDENT
 def test_export_is_refused_in_one_line(imported, capsys):
-    from keras_transformer.export.__main__ import main as export_main
+    from keras_transformer.commands.export import main as export_main
 
     folder = imported["transformer_shared"][3]
     for export_format in ("saved_model", "ctranslate2"):

@@ -9,9 +9,9 @@ import pytest
 from conftest import BACKEND_INDEPENDENT, small_config, to_numpy
 
 from keras_transformer import Seq2SeqTransformer, TransformerSchedule
+from keras_transformer.commands import plot as command
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import save_translation_model
-from keras_transformer.figures import __main__ as command
 from keras_transformer.figures import (
     plot_attention,
     plot_learning_rate_schedule,

@@ -196,7 +196,7 @@ def test_fine_tuning_starts_from_the_model_and_its_tokenizer(base_run, fine_tune
     }
     base_settings = json.loads((base_run / "config.json").read_text())
     assert settings["model"] == base_settings["model"]  # the file's architecture
-    assert settings["experiment"]["model_overrides"] == {}  # not the recipe's
+    assert settings["experiment"]["model"]["model_overrides"] == {}  # not the recipe's
     # Its own schedule: warmup 50 (the base run's was 100), from step 1.
     with zipfile.ZipFile(fine_tuned / "model.keras") as archive:
         saved = json.loads(archive.read("config.json"))
@@ -237,7 +237,7 @@ def test_vocabulary_flag_reuses_a_sentencepiece_model(base_run, requests_data, t
     used = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
     assert used.get_vocabulary() == given.get_vocabulary()
     settings = json.loads((output / "config.json").read_text())
-    assert settings["experiment"]["vocabulary_file"] == str(base_run / "vocabulary.model")
+    assert settings["experiment"]["data"]["vocabulary_file"] == str(base_run / "vocabulary.model")
     assert settings["model"]["vocabulary_size"] == given.vocabulary_size() == 400
 
 

@@ -127,9 +127,7 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
-    from keras_transformer.experiment.keras_distribute_workarounds import (
-        apply_distribute_workarounds,
-    )
+    from keras_transformer.compat import apply_distribute_workarounds
     from keras_transformer.training import FusedAdam
 
     config = TransformerConfig(vocabulary_size=23, num_layers=1, d_model=16, num_heads=2,

@@ -309,7 +309,7 @@ def test_imported_marian_model_saved_model_and_ctranslate2_agree(
 def test_translate_command_takes_the_imported_file(
     imported, imported_expected, sentences, tmp_path
 ):
-    from keras_transformer.translate_command import main as translate_main
+    from keras_transformer.commands.translate import main as translate_main
 
     lines = [s for s in sentences if s.strip() and "\n" not in s]
     source, output = tmp_path / "source.txt", tmp_path / "translations.txt"

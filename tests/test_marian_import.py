@@ -17,12 +17,12 @@ import pytest
 from conftest import BACKEND_INDEPENDENT, to_numpy
 from marian_folder import write_marian_tokenizer_files
 
+from keras_transformer.commands.import_marian import main as marian_main
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.beam_search import build_beam_search
 from keras_transformer.decoding.greedy_search import build_greedy_search
 from keras_transformer.export import load_translation_model
 from keras_transformer.pretrained import import_marian
-from keras_transformer.pretrained.marian_command import main as marian_main
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers is not installed (pip install 'keras-transformer-mt[dev]')"

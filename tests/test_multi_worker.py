@@ -2,7 +2,7 @@
 
 Each worker runs the same script with its own `TF_CONFIG`; after a few steps both must
 hold the same weights and report the same logs, equal to one process training on the same
-global batches. Relies on `keras_transformer.experiment.keras_distribute_workarounds`
+global batches. Relies on `keras_transformer.compat.apply_distribute_workarounds`
 (Keras 3.15 fails to reduce scalar logs across workers, tensorflow/tensorflow#72388); a
 test here tells when Keras no longer needs it.
 """
@@ -34,9 +34,7 @@ SCRIPT = TOKEN_MEAN_PER_HALF + textwrap.dedent(
     import tensorflow as tf
     import keras
     from keras_transformer import LabelSmoothedCrossEntropy, Seq2SeqTransformer, TransformerConfig
-    from keras_transformer.experiment.keras_distribute_workarounds import (
-        apply_distribute_workarounds,
-    )
+    from keras_transformer.compat import apply_distribute_workarounds
 
     out, distributed, logs_workaround = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
     strategy = (tf.distribute.MultiWorkerMirroredStrategy() if distributed

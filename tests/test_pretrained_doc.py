@@ -133,7 +133,7 @@ def check_outputs(work, output):
     settings = json.loads((run / "config.json").read_text())
     assert settings["init_from"]["sha256"] == hashlib.sha256(imported.read_bytes()).hexdigest()
     assert settings["model"]["final_logits_bias"] and settings["model"]["activation"] == "swish"
-    assert settings["experiment"]["train_steps"] == 3
+    assert settings["experiment"]["optimization"]["train_steps"] == 3
     assert (run / "model.keras").is_file() and (run / "saved_model" / "saved_model.pb").is_file()
     assert (work / "serving" / "opus-mt-my-domain" / "1" / "saved_model.pb").is_file()
     assert (work / "serving" / "opus-mt" / "source.spm").is_file()

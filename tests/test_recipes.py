@@ -118,7 +118,8 @@ def test_a_lowercase_vocabulary_run_writes_and_scores_lowercase(wmt_files, tmp_p
     assert "case:lc" in scores["bleu_signature"] and "case:lc" in scores["chrf_signature"]
     bleu = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True).score
     assert scores["bleu"] == pytest.approx(bleu, abs=1e-9)
-    assert json.loads((output / "config.json").read_text())["experiment"]["vocabulary_lowercase"]
+    settings = json.loads((output / "config.json").read_text())
+    assert settings["experiment"]["data"]["vocabulary_lowercase"]
 
 
 def test_pipeline_override_reaches_the_training_batches(wmt_run, wmt_files):
@@ -376,15 +377,19 @@ def test_optimizer_flags_reach_the_config_and_round_trip():
 
     multi30k = load_recipe("multi30k")
     _, _, default = parse_experiment(multi30k, "test", argv=[])
-    assert (default.clip_norm, default.adam_epsilon, default.warmup_initial_rate) == (
+    settings = default.optimization
+    assert (settings.clip_norm, settings.adam_epsilon, settings.warmup_initial_rate) == (
         None, 1e-9, 0.0,
     )  # fmt: skip
     arguments = ["--clip-norm", "25", "--adam-epsilon", "1e-8", "--warmup-initial-rate", "1e-7"]
     _, _, config = parse_experiment(multi30k, "test", argv=arguments)
-    assert (config.clip_norm, config.adam_epsilon, config.warmup_initial_rate) == (25.0, 1e-8, 1e-7)
+    settings = config.optimization
+    assert (settings.clip_norm, settings.adam_epsilon, settings.warmup_initial_rate) == (
+        25.0, 1e-8, 1e-7,
+    )  # fmt: skip
     assert ExperimentConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="clip_norm"):
-        config.replace(clip_norm=0.0)
+        config.replace(optimization={"clip_norm": 0.0})
 
 
 # The distributions each backend lacks: keras.distribution is JAX's, tf.distribute
@@ -402,7 +407,7 @@ def test_distribution_the_backend_lacks_is_one_line_before_any_work(tmp_path, wm
     for distribution in UNSUPPORTED[backend]:
         config = ExperimentConfig(output_dir=str(tmp_path / "x"), distribution=distribution)
         with pytest.raises(ValueError, match=f"needs KERAS_BACKEND={needed[distribution]}"):
-            RunDistribution.from_config(config)
+            RunDistribution.from_name(config.distribution)
     # The recipe (this backend, from the environment) stops with the message, writing nothing.
     distribution = UNSUPPORTED[backend][0]
     output = tmp_path / "run"

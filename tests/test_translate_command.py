@@ -23,12 +23,12 @@ import tensorflow as tf
 from conftest import BACKEND_INDEPENDENT, small_config
 
 from keras_transformer import Seq2SeqTransformer
+from keras_transformer.commands.translate import main
 from keras_transformer.decoding import Translator
 from keras_transformer.export import save_translation_model
 from keras_transformer.export.export_saved_model import export_saved_model
 from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
 from keras_transformer.text.line_chunks import LineChunks
-from keras_transformer.translate_command import main
 from keras_transformer.utils import run_directory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -278,7 +278,8 @@ def test_truncation_is_counted_on_stderr(saved, capsys, tmp_path):
         (["--max-extra-length", "-1"], "--max-extra-length must be >= 0. Received: -1"),
         (["--beam-size", "0"], "--beam-size must be >= 1"),
         (["--n-best", "5"], "--n-best must be <= --beam-size (4). Received: 5"),
-        (["--alpha", "nan"], "--alpha must be a finite number. Received: nan"),
+        # Generated flags refuse NaN as they read it, as every `train` number flag does.
+        (["--alpha", "nan"], "argument --alpha: expected a number, received 'nan'"),
         (["--alpha", "inf"], "--alpha must be a finite number. Received: inf"),
         (["--alpha", "-0.5"], "--alpha must be >= 0. Received: -0.5"),
         (["--batch-tokens", "0"], "--batch-tokens must be >= 1"),
@@ -372,9 +373,7 @@ def run_module(module, capsys, *args):
 
 @BACKEND_INDEPENDENT
 def test_average_evaluate_export_refuse_their_inputs_and_take_run_dirs(saved, capsys, tmp_path):
-    from keras_transformer.checkpoints import __main__ as average
-    from keras_transformer.evaluation import __main__ as evaluate
-    from keras_transformer.export import __main__ as export
+    from keras_transformer.commands import average, evaluate, export
 
     run, model, _, _ = saved
     checkpoints = run / run_directory.CHECKPOINTS_DIR

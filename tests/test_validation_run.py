@@ -15,19 +15,20 @@ from keras_transformer.export import load_translation_model
 pytestmark = BACKEND_INDEPENDENT
 
 TINY = load_recipe("quickstart").replace(
-    synthetic_sizes=(200, 12, 12),
-    vocabulary_size=100,
-    model_overrides={"num_layers": 1, "d_model": 32, "num_heads": 2, "intermediate_dim": 64},
-    token_budget=512,
-    warmup_steps=4,
-    checkpoint_every_steps=2,
-    validate_every_steps=None,  # at each checkpoint
-    average_last=2,
-    metrics=("bleu",),
+    data={"synthetic_sizes": (200, 12, 12), "vocabulary_size": 100, "token_budget": 512},
+    model={
+        "model_overrides": {"num_layers": 1, "d_model": 32, "num_heads": 2, "intermediate_dim": 64}
+    },
+    optimization={"warmup_steps": 4},
+    checkpoint={"checkpoint_every_steps": 2, "average_last": 2},
+    validation={
+        "validate_every_steps": None,  # at each checkpoint
+        "metrics": ("bleu",),
+        "valid_max_sentences": 6,
+    },
+    decoding={"max_extra_length": 4},
     export=False,
     log_every_steps=2,
-    valid_max_sentences=6,
-    max_extra_length=4,
 )
 
 

@@ -136,10 +136,11 @@ def test_bpe_does_not_depend_on_threads(corpus):
 
 
 def test_lowercase_vocabulary_case_folds_in_python_and_in_the_graph(corpus, tmp_path):
+    from keras_transformer.experiment.data_config import DataConfig
     from keras_transformer.experiment.experiment_config import ExperimentConfig
     from keras_transformer.experiment.run_phases import vocabulary
 
-    config = ExperimentConfig(vocabulary_size=300, vocabulary_lowercase=True)
+    config = ExperimentConfig(data=DataConfig(vocabulary_size=300, vocabulary_lowercase=True))
     folded = vocabulary(config, corpus, str(tmp_path))
     assert (tmp_path / "vocabulary.model").exists()
     cased = [sentence for sentence in corpus.targets[:50] if sentence != sentence.lower()]
@@ -154,7 +155,8 @@ def test_lowercase_vocabulary_case_folds_in_python_and_in_the_graph(corpus, tmp_
     assert graph_ids == ids
     # No piece of the folded vocabulary has an upper-case letter; the default keeps case.
     assert not any(piece != piece.lower() for piece in folded.get_vocabulary())
-    kept = vocabulary(config.replace(vocabulary_lowercase=False), corpus, str(tmp_path / "cased"))
+    cased_config = config.replace(data={"vocabulary_lowercase": False})
+    kept = vocabulary(cased_config, corpus, str(tmp_path / "cased"))
     assert kept.tokenize(cased) != ids
 
 

@@ -34,6 +34,58 @@ def _message(text):
     print(text, file=sys.stderr, flush=True)
 
 
+def _checkpoint_files(directory):
+    """Checkpoint files of `directory`, oldest step first."""
+    found = [
+        path
+        for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5"))
+        if checkpoint_step(path) is not None
+    ]
+    return sorted(found, key=checkpoint_step)
+
+
+def restore_latest_checkpoint(directory, model):
+    """Loads the newest readable checkpoint of `directory` into `model`.
+
+    Unreadable checkpoints newer than the one loaded are renamed to
+    `<name>.unreadable` (kept, not deleted), so that neither averaging nor
+    pruning takes them for checkpoints of the resumed run.
+
+    Args:
+        directory: str, a `PeriodicCheckpoint`'s directory (it may not exist).
+        model: the compiled model, as built for the first run.
+
+    Returns:
+        int, batches trained on (0 when the directory holds no checkpoint):
+        the `start_step` of `make_translation_dataset` and `PeriodicCheckpoint`.
+
+    Raises:
+        UnreadableCheckpointError: every checkpoint is unreadable.
+    """
+    directory = os.fspath(directory)
+    candidates = _checkpoint_files(directory) if os.path.isdir(directory) else []
+    problems = []
+    unreadable = []
+    for path in reversed(candidates):
+        try:
+            batches = restore_training_state(model, path)
+        except UnreadableCheckpointError as error:
+            problems.append(str(error))
+            unreadable.append(path)
+            _message(f"WARNING: {error} Trying the previous one.")
+            continue
+        _message(f"Resuming from {path} (batch {batches}).")
+        for broken in unreadable:
+            os.replace(broken, broken + ".unreadable")
+            _message(f"Renamed the unreadable {broken} to {broken}.unreadable")
+        return batches
+    if problems:
+        raise UnreadableCheckpointError(
+            f"No readable checkpoint in {directory}: " + " | ".join(problems)
+        )
+    return 0
+
+
 class PeriodicCheckpoint(keras.callbacks.Callback):
     """Saves the training state every N steps and/or minutes; `average_into` averages the last.
 
@@ -88,6 +140,12 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         after_save: callable or None, called with the step after each save
             on the schedule and the final one (not after a save for a
             signal): e.g. a validation that runs at every checkpoint.
+        hold_saves: callable or None, returning why the current weights must
+            not be saved (e.g. `TrainingMonitor.divergence_suspect`: a
+            divergence in progress), or a false value to save.
+        start_step: int or None. Batches trained on before `fit` (the value
+            of `restore_latest_checkpoint`); None reads the optimizer, or
+            what `restore` loaded.
 
     Example:
 
@@ -97,6 +155,10 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     >>> model.fit(train.dataset, steps_per_epoch=train.steps_per_epoch, epochs=20,
     ...           initial_epoch=start // train.steps_per_epoch, callbacks=[checkpoint])
     >>> checkpoint.average_into(model)  # paper 6.1, once `fit` has returned
+
+    A run that builds its callbacks once it knows the step it resumes from
+    restores first: `start = restore_latest_checkpoint(directory, model)`,
+    then `PeriodicCheckpoint(directory, ..., start_step=start)`.
     """
 
     def __init__(
@@ -108,6 +170,8 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         average_last=5,
         save_on_signals=(signal.SIGTERM, signal.SIGINT),
         after_save=None,
+        hold_saves=None,
+        start_step=None,
     ):
         super().__init__()
         if every_steps is None and every_minutes is None:
@@ -128,63 +192,31 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         # Batches trained on, counted here so JAX state syncs only to save.
         self._counter = BatchCounter(start=0, accumulation=1)
         self._failed = False
-        self._restored_batches = None
+        self._restored_batches = start_step
         self._stop = StopSignals(save_on_signals)
         self._last_batch_logs = None  # the logs of the last training batch
         self.after_save = after_save
-        # A callable returning why the current weights must not be saved (a divergence in
-        # progress: `TrainingMonitor.divergence_suspect`), or None to save.
-        self.hold_saves = None
+        self.hold_saves = hold_saves
         self._held_for = None  # the reason of the last skipped save
 
     def _checkpoints(self):
         """Checkpoint files of the directory, oldest step first."""
-        found = [
-            path
-            for path in glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5"))
-            if checkpoint_step(path) is not None
-        ]
-        return sorted(found, key=checkpoint_step)
+        return _checkpoint_files(self.directory)
 
     def restore(self, model):
         """Loads the newest readable checkpoint of the directory into `model`.
 
-        Unreadable checkpoints newer than the one loaded are renamed to
-        `<name>.unreadable` (kept, not deleted), so that neither averaging nor
-        pruning takes them for checkpoints of the resumed run.
-
-        Args:
-            model: the compiled model, as built for the first run.
+        `restore_latest_checkpoint(self.directory, model)`, and this callback
+        counts steps from the batches it returns.
 
         Returns:
             int, batches trained on (0 when the directory holds no
             checkpoint): the `start_step` of `make_translation_dataset`.
-
-        Raises:
-            UnreadableCheckpointError: every checkpoint is unreadable.
         """
-        candidates = self._checkpoints() if os.path.isdir(self.directory) else []
-        problems = []
-        unreadable = []
-        for path in reversed(candidates):
-            try:
-                batches = restore_training_state(model, path)
-            except UnreadableCheckpointError as error:
-                problems.append(str(error))
-                unreadable.append(path)
-                _message(f"WARNING: {error} Trying the previous one.")
-                continue
-            _message(f"Resuming from {path} (batch {batches}).")
-            for broken in unreadable:
-                os.replace(broken, broken + ".unreadable")
-                _message(f"Renamed the unreadable {broken} to {broken}.unreadable")
+        batches = restore_latest_checkpoint(self.directory, model)
+        if batches:
             self._restored_batches = batches
-            return batches
-        if problems:
-            raise UnreadableCheckpointError(
-                f"No readable checkpoint in {self.directory}: " + " | ".join(problems)
-            )
-        return 0
+        return batches
 
     def on_train_begin(self, logs=None):
         os.makedirs(self.directory, exist_ok=True)

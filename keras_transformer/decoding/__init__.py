@@ -7,10 +7,13 @@ from keras_transformer.utils.lazy_exports import lazy_exports
 __all__ = lazy_exports(
     __name__,
     {
+        "BeamState": "beam_state",
         "beam_search": "beam_search",
+        "beam_search_done": "beam_state",
         "build_beam_search": "beam_search",
         "length_penalty": "beam_search",
         "build_greedy_search": "greedy_search",
+        "DecodingConfig": "decoding_config",
         "Translator": "translator",
     },
 )

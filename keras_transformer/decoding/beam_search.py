@@ -1,8 +1,30 @@
-"""Beam search with the GNMT length penalty and finished-hypothesis bookkeeping (paper 6.1)."""
+"""Beam search with the GNMT length penalty and finished-hypothesis bookkeeping (paper 6.1).
+
+The whole decoding loop runs inside one compiled function (`jax.jit` or
+`tf.function`), using the model's key/value cache (`DecodingCache`):
+cross-attention keys and values are computed once per source, the
+self-attention cache grows one position per step and is reordered when
+beams are.
+
+The loop variable is a `BeamState`. Each step (`_beam_step`) extends every
+live beam by every token, keeps the `2 * beam_size` best continuations, and
+splits them: those ending in EOS and ranked among the best `beam_size`
+become finished hypotheses scored `log_prob / length_penalty(length)`
+(length counts the EOS); the best `beam_size` that did not end stay live.
+The best `beam_size` finished hypotheses are kept. One stop rule,
+`beam_search_done`, says which sources are done; the loop runs while some
+source is not done, up to the length limit (`source_length +
+max_extra_length` output tokens, then EOS), and done sources may leave the
+loop early (`drop_settled`).
+"""
+
+import dataclasses
+from typing import Any
 
 from keras import ops
 
 from keras_transformer import backend
+from keras_transformer.decoding.beam_state import BeamState, beam_search_done
 from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
 from keras_transformer.decoding.search_state import (
     NEG_INF,
@@ -10,9 +32,7 @@ from keras_transformer.decoding.search_state import (
     compile_search,
     decode_step,
     decoding_loop,
-    keep_sources,
     output_limits,
-    reorder_state,
     start_decoding,
 )
 from keras_transformer.utils.numeric_settings import check_decoding_settings
@@ -32,12 +52,35 @@ def length_penalty(length, alpha, rule="gnmt"):
     return ops.power((5.0 + length) / 6.0, alpha)
 
 
-def _gather_beams(tensor, indices):
-    """tensor (batch, beams, ...) -> (batch, len(indices[0]), ...) along the beam axis."""
-    shape = ops.shape(tensor)
-    expanded = ops.reshape(indices, (*ops.shape(indices), *([1] * (len(shape) - 2))))
-    expanded = ops.broadcast_to(expanded, (*ops.shape(indices), *shape[2:]))
-    return ops.take_along_axis(tensor, expanded, axis=1)
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """The arguments of `build_beam_search`, checked, and what follows from them."""
+
+    bos_id: int
+    eos_id: int
+    pad_id: int
+    banned: tuple  # ids never generated: padding, BOS
+    beam_size: int
+    alpha: float
+    length_penalty_rule: str
+    max_extra_length: int
+    num_results: int
+    use_cache: bool
+    settling_slot: int  # see `beam_search_done`
+    drop_settled: bool
+
+    def penalty(self, length):
+        return length_penalty(length, self.alpha, self.length_penalty_rule)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bounds:
+    """What a batch of sources fixes for its search."""
+
+    num_steps: Any  # loop steps at most: source_length + max_extra_length + 1
+    limits: Any  # (batch,) output tokens allowed before EOS
+    max_penalty: Any  # (batch,) length penalty at the limit (EOS included)
+    positions: Any  # (num_steps + 1,) 0, 1, ...
 
 
 def build_beam_search(
@@ -57,23 +100,8 @@ def build_beam_search(
 ):
     """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
 
-    The whole decoding loop runs inside the compiled function (`jax.jit` or
-    `tf.function`), using the model's key/value cache: cross-attention keys
-    and values are computed once per source, the self-attention cache grows
-    one position per step and is reordered when beams are.
-
-    Each step extends every live beam by every token, keeps the `2 * beam_size`
-    best continuations, and splits them: those ending in EOS and ranked among
-    the best `beam_size` become finished hypotheses scored
-    `log_prob / ((5 + length) / 6) ** alpha` (length counts the EOS; or
-    `log_prob / length ** alpha` with `length_penalty_rule="average"`); the best
-    `beam_size` that did not end stay live. The best `beam_size`
-    finished hypotheses are kept. A row is settled when its `num_results`-th
-    best finished hypothesis scores at least the best score any live beam
-    could still reach (`log_prob / penalty(max_length)`: log-probabilities
-    only fall and the penalty only grows), so the hypotheses returned can no
-    longer change; the loop stops when every row is settled, or at the length
-    limit: `source_length + max_extra_length` output tokens, then EOS.
+    Beam search of paper 6.1 (see the module docstring); it stops by
+    `beam_search_done`.
 
     Args:
         model: a `Seq2SeqTransformer`.
@@ -82,29 +110,21 @@ def build_beam_search(
         beam_size: int. Beams per source (paper: 4).
         alpha: float. Length penalty exponent (paper: 0.6); 0 ranks by raw
             log-probability.
-        length_penalty_rule: `"gnmt"` (paper: `((5 + length) / 6) ** alpha`)
-            or `"average"` (`length ** alpha`, transformers' and fairseq's
-            `length_penalty`); see `length_penalty`.
-        max_extra_length: int. Output tokens allowed beyond the source length
-            (paper: 50).
-        num_results: int. Hypotheses returned per source, best first
-            (`<= beam_size`).
+        length_penalty_rule: `"gnmt"` (paper) or `"average"`; see `length_penalty`.
+        max_extra_length: int. Output tokens allowed beyond the source length (paper: 50).
+        num_results: int. Hypotheses returned per source, best first (`<= beam_size`).
         use_cache: bool. Decode with the key/value cache (default). `False`
-            reruns the whole decoder every step: same results, slower; kept
-            as the reference the cache is tested and benchmarked against.
-        stop_rule: `"results"` (default) settles a row on its `num_results`-th
-            best finished hypothesis, as described above. `"beam"` waits for
-            the `beam_size`-th (the rule of tensor2tensor and flax): the same
-            outputs after more steps; kept as the reference the default is
-            tested and benchmarked against.
-        drop_settled: bool or None. Whether settled sources leave the loop, so
-            that later steps compute only the rows still decoding (as
-            CTranslate2 does). `None` (default): with the cache, where the
-            backend's loop lets shapes change (TensorFlow, torch:
-            `keras_transformer.backend.shrinking_batch`). `False` keeps every
-            row to the end: the same outputs, kept as the reference.
-        return_num_steps: bool. Also return the number of decoding steps the
-            loop ran (int32 scalar), for benchmarks and tests.
+            reruns the whole decoder every step: same results, slower; the
+            reference the cache is tested and benchmarked against.
+        stop_rule: `"results"` (default) settles a source on its `num_results`-th
+            best finished hypothesis, `"beam"` on its `beam_size`-th (the same
+            outputs after more steps, the reference); see `beam_search_done`.
+        drop_settled: bool or None. Whether done sources leave the loop, so
+            that later steps compute only the others (as CTranslate2 does).
+            `None` (default): with the cache, where the backend's loop lets
+            shapes change (`keras_transformer.backend.shrinking_batch`).
+            `False` keeps every row to the end: the same outputs.
+        return_num_steps: bool. Also return the loop's step count (int32 scalar).
 
     Returns:
         A function taking int (batch, source_length) ids and returning
@@ -114,6 +134,44 @@ def build_beam_search(
         log-probabilities. A slot with no hypothesis (fewer than
         `num_results` distinct ones exist) has score -inf and no tokens.
         With `return_num_steps`, a third output: the loop's step count.
+    """
+    settings = _check_settings(
+        model,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        beam_size=beam_size,
+        alpha=alpha,
+        length_penalty_rule=length_penalty_rule,
+        max_extra_length=max_extra_length,
+        num_results=num_results,
+        use_cache=use_cache,
+        stop_rule=stop_rule,
+        drop_settled=drop_settled,
+    )
+
+    def search(encoder_token_ids):
+        tokens, scores, num_steps_run = _search(model, settings, encoder_token_ids)
+        return (tokens, scores, num_steps_run) if return_num_steps else (tokens, scores)
+
+    return compile_search(search, model)
+
+
+def _check_settings(
+    model,
+    *,
+    beam_size,
+    alpha,
+    length_penalty_rule,
+    max_extra_length,
+    num_results,
+    use_cache,
+    stop_rule,
+    drop_settled,
+    **ids,
+):
+    """The `_Settings` of `build_beam_search`'s arguments (`ids`: `bos_id`, `eos_id`).
+
+    Raises `ValueError` for bad ones.
     """
     if not 1 <= num_results <= beam_size:
         raise ValueError(
@@ -126,155 +184,196 @@ def build_beam_search(
         )
     if stop_rule not in ("results", "beam"):
         raise ValueError(f"`stop_rule` must be 'results' or 'beam'. Received: {stop_rule!r}")
-    # The finished slot whose score settles a row: later hypotheses can only
-    # change the slots after it.
-    settling_slot = num_results - 1 if stop_rule == "results" else beam_size - 1
     check_decoding_settings(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
     can_drop = use_cache and backend.shrinking_batch()
-    if drop_settled is None:
-        drop_settled = can_drop
-    elif drop_settled and not can_drop:
+    if drop_settled and not can_drop:
         raise ValueError(
             "`drop_settled=True` needs `use_cache=True` and a backend whose decoding loops "
             "change shapes (tensorflow, torch; `keras_transformer.backend.shrinking_batch()` "
             f"is {backend.shrinking_batch()} here). Received: use_cache={use_cache}"
         )
     pad_id = model.config.pad_id
-    banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
+    return _Settings(
+        **ids,
+        pad_id=pad_id,
+        banned=tuple(sorted({pad_id, ids["bos_id"]} - {ids["eos_id"]})),
+        beam_size=beam_size,
+        alpha=alpha,
+        length_penalty_rule=length_penalty_rule,
+        max_extra_length=max_extra_length,
+        num_results=num_results,
+        use_cache=use_cache,
+        # Later hypotheses can only change the finished slots after this one.
+        settling_slot=num_results - 1 if stop_rule == "results" else beam_size - 1,
+        drop_settled=can_drop if drop_settled is None else drop_settled,
+    )
 
-    def search(encoder_token_ids):
-        encoder_token_ids = ops.cast(encoder_token_ids, "int32")
-        batch_size, source_length = ops.shape(encoder_token_ids)
-        num_steps = source_length + max_extra_length + 1  # the last one can only emit EOS
-        k = beam_size
-        limits = output_limits(encoder_token_ids, pad_id, max_extra_length)  # (batch,)
-        max_penalty = length_penalty(limits + 1, alpha, length_penalty_rule)  # (batch,)
 
-        # Each source is encoded once; its k beams read the same cross-attention keys.
-        encoder_outputs = model.encode(encoder_token_ids)
-        cache = start_decoding(
-            model, encoder_outputs, encoder_token_ids, num_steps, use_cache, rows_per_source=k
+def _search(model, s, encoder_token_ids):
+    """One batch: `(tokens, scores, num_steps_run)`, as `build_beam_search` describes."""
+    encoder_token_ids = ops.cast(encoder_token_ids, "int32")
+    _, source_length = ops.shape(encoder_token_ids)
+    num_steps = source_length + s.max_extra_length + 1  # the last one can only emit EOS
+    limits = output_limits(encoder_token_ids, s.pad_id, s.max_extra_length)  # (batch,)
+    bounds = _Bounds(
+        num_steps=num_steps,
+        limits=limits,
+        max_penalty=s.penalty(limits + 1),  # (batch,)
+        positions=ops.arange(num_steps + 1, dtype="int32"),
+    )
+
+    def not_done(state):
+        done = beam_search_done(state, bounds.max_penalty, s.settling_slot)
+        return ops.logical_and(state.step < num_steps, ops.logical_not(ops.all(done)))
+
+    def step_fn(state):
+        state = _beam_step(model, s, bounds, state)
+        return _drop_done_sources(s, bounds, state) if s.drop_settled else state
+
+    state = _initial_state(model, s, bounds, encoder_token_ids)
+    with model.fixed_decoder_weights():  # the loop's weights, prepared once
+        state = decoding_loop(not_done, step_fn, state, num_steps, s.use_cache)
+    tokens, scores = _write_results(state, s.num_results)
+    tokens = tokens[:, :, 1:]  # drop BOS
+    # EOS and whatever follows it become padding; so do slots never filled
+    # (only NEG_INF-seeded beams could reach them).
+    ended = ops.cumsum(ops.cast(tokens == s.eos_id, "int32"), axis=-1) > 0
+    empty = scores < NEG_INF / 2
+    tokens = ops.where(ops.logical_or(ended, empty[:, :, None]), s.pad_id, tokens)
+    scores = ops.where(empty, float("-inf"), scores)
+    return tokens, scores, state.step
+
+
+def _initial_state(model, s, bounds, encoder_token_ids):
+    """The `BeamState` before the first step: one live beam (BOS) per source."""
+    batch_size = ops.shape(encoder_token_ids)[0]
+    k = s.beam_size
+    # Each source is encoded once; its k beams read the same cross-attention keys.
+    encoder_outputs = model.encode(encoder_token_ids)
+    cache = start_decoding(
+        model, encoder_outputs, encoder_token_ids, bounds.num_steps, s.use_cache, rows_per_source=k
+    )
+    # Only beam 0 is live at the start; the others would duplicate it.
+    live_scores = ops.tile(
+        ops.convert_to_tensor([[0.0] + [NEG_INF] * (k - 1)], "float32"), (batch_size, 1)
+    )
+    live_seqs = ops.where(bounds.positions == 0, s.bos_id, s.pad_id)
+    live_seqs = ops.broadcast_to(
+        ops.cast(live_seqs, "int32"), (batch_size, k, bounds.num_steps + 1)
+    )
+    finished_seqs = ops.zeros_like(live_seqs)
+    finished_scores = ops.full((batch_size, k), NEG_INF, "float32")
+    return BeamState(
+        step=ops.convert_to_tensor(0, "int32"),
+        live_seqs=live_seqs,
+        live_scores=live_scores,
+        finished_seqs=finished_seqs,
+        finished_scores=finished_scores,
+        sources=ops.arange(batch_size, dtype="int32"),
+        result_seqs=finished_seqs[:, : s.num_results],
+        result_scores=finished_scores[:, : s.num_results],
+        cache=cache,
+    )
+
+
+def _beam_step(model, s, bounds, state):
+    """One decoding step: the new live beams and finished hypotheses of every source."""
+    k, step = s.beam_size, state.step
+    beam_limits = ops.repeat(ops.take(bounds.limits, state.sources), k, axis=0)  # (sources * k,)
+    buffer = ops.reshape(state.live_seqs, (-1, bounds.num_steps + 1))  # (sources * k, steps + 1)
+    logits, cache = decode_step(model, buffer, step, state.cache, s.use_cache)
+    # A source's 2k best continuations are among its beams' 2k best tokens each.
+    log_probs, token_ids = best_next_tokens(
+        logits, step, beam_limits, s.eos_id, s.banned, 2 * k
+    )  # (sources * k, m)
+    m = ops.shape(log_probs)[-1]
+    candidates = state.live_scores[:, :, None] + ops.reshape(log_probs, (-1, k, m))
+    top_scores, top_ids = ops.top_k(ops.reshape(candidates, (-1, k * m)), 2 * k)
+    top_beams = top_ids // m  # (sources, 2k)
+    top_tokens = ops.take_along_axis(ops.reshape(token_ids, (-1, k * m)), top_ids, axis=1)
+    sequences = _gather_beams(state.live_seqs, top_beams)  # (sources, 2k, steps + 1)
+    sequences = ops.where(
+        bounds.positions[None, None, :] == step + 1, top_tokens[:, :, None], sequences
+    )
+    ends = top_tokens == s.eos_id
+
+    # Live beams: the best k continuations that did not end.
+    live_scores, live_slots = ops.top_k(ops.where(ends, NEG_INF, top_scores), k)
+    parents = ops.take_along_axis(top_beams, live_slots, axis=1)  # (sources, k)
+    offsets = ops.arange(ops.shape(parents)[0], dtype="int32")[:, None] * k
+    cache = cache.follow_rows(ops.reshape(parents + offsets, (-1,)))
+
+    # Finished hypotheses: merge the new ones into the k best so far.
+    # An EOS continuation finishes only if it ranks among the k best
+    # (as fairseq does): then beam size 1 is exactly greedy decoding.
+    finishes = ops.logical_and(ends, ops.arange(2 * k)[None, :] < k)
+    new_scores = ops.where(finishes, top_scores / s.penalty(step + 1), NEG_INF)
+    pool = ops.concatenate([state.finished_seqs, sequences], axis=1)  # (sources, 3k, steps + 1)
+    pool_scores = ops.concatenate([state.finished_scores, new_scores], axis=1)
+    finished_scores, kept = ops.top_k(pool_scores, k)
+    return state.replace(
+        step=step + 1,
+        live_seqs=_gather_beams(sequences, live_slots),
+        live_scores=live_scores,
+        finished_seqs=_gather_beams(pool, kept),
+        finished_scores=finished_scores,
+        cache=cache,
+    )
+
+
+def _drop_done_sources(s, bounds, state):
+    """`state` without the sources `beam_search_done` marks; their results written out.
+
+    A done source's returned hypotheses can no longer change: it leaves the
+    loop, so later steps decode only the others. Nothing is dropped when none
+    is done, or all are (the loop ends then).
+    """
+    done = beam_search_done(state, bounds.max_penalty, s.settling_slot)
+    some = ops.logical_and(ops.any(done), ops.logical_not(ops.all(done)))
+
+    def drop():
+        result_seqs, result_scores = _write_results(state, s.num_results, which=done)
+        keep = ops.nonzero(ops.logical_not(done))[0]  # (sources left,)
+        k = s.beam_size
+        rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :], (-1,))
+        per_source = {
+            name: ops.take(getattr(state, name), keep, axis=0)
+            for name in ("live_seqs", "live_scores", "finished_seqs", "finished_scores", "sources")
+        }
+        return state.replace(
+            **per_source,
+            result_seqs=result_seqs,
+            result_scores=result_scores,
+            cache=state.cache.keep_sources(keep, rows),
         )
-        # Only beam 0 is live at the start; the others would duplicate it.
-        alive_log_probs = ops.tile(
-            ops.convert_to_tensor([[0.0] + [NEG_INF] * (k - 1)], "float32"), (batch_size, 1)
+
+    return ops.cond(some, drop, lambda: state)
+
+
+def _write_results(state, num_results, which=None):
+    """The batch's outputs with the first results of `state.sources` (those `which`) written."""
+    finished_seqs, finished_scores, sources = (
+        state.finished_seqs,
+        state.finished_scores,
+        state.sources,
+    )
+    if which is not None:
+        index = ops.nonzero(which)[0]
+        finished_seqs, finished_scores, sources = (
+            ops.take(t, index, axis=0) for t in (finished_seqs, finished_scores, sources)
         )
-        positions = ops.arange(num_steps + 1, dtype="int32")
-        alive = ops.where(positions == 0, bos_id, pad_id)
-        alive = ops.broadcast_to(ops.cast(alive, "int32"), (batch_size, k, num_steps + 1))
-        finished = ops.zeros_like(alive)
-        finished_scores = ops.full((batch_size, k), NEG_INF, "float32")
-        # The loop state holds the sources not yet settled (all of them unless
-        # settled ones are dropped): `sources` are their rows in the batch.
-        sources = ops.arange(batch_size, dtype="int32")
+    index = sources[:, None]
+    result_seqs = ops.scatter_update(state.result_seqs, index, finished_seqs[:, :num_results])
+    scores = ops.scatter_update(state.result_scores, index, finished_scores[:, :num_results])
+    return result_seqs, scores
 
-        def settled_rows(alive_log_probs, finished_scores, sources):
-            best_possible = alive_log_probs[:, 0] / ops.take(max_penalty, sources)  # (sources,)
-            return finished_scores[:, settling_slot] >= best_possible
 
-        def not_done(step, alive, alive_log_probs, finished, finished_scores, sources, *_):
-            settled = ops.all(settled_rows(alive_log_probs, finished_scores, sources))
-            return ops.logical_and(step < num_steps, ops.logical_not(settled))
-
-        def step_fn(step, alive, alive_log_probs, finished, finished_scores, sources, *outputs):
-            *results, cache = outputs
-            beam_limits = ops.repeat(ops.take(limits, sources), k, axis=0)  # (sources * k,)
-            buffer = ops.reshape(alive, (-1, num_steps + 1))  # (sources * k, steps + 1)
-            logits, cache = decode_step(model, buffer, step, cache, use_cache)
-            # A source's 2k best continuations are among its beams' 2k best tokens each.
-            log_probs, token_ids = best_next_tokens(
-                logits, step, beam_limits, eos_id, banned, 2 * k
-            )  # (sources * k, m)
-            m = ops.shape(log_probs)[-1]
-            candidates = alive_log_probs[:, :, None] + ops.reshape(log_probs, (-1, k, m))
-            top_log_probs, top_ids = ops.top_k(ops.reshape(candidates, (-1, k * m)), 2 * k)
-            top_beams = top_ids // m  # (sources, 2k)
-            top_tokens = ops.take_along_axis(ops.reshape(token_ids, (-1, k * m)), top_ids, axis=1)
-            sequences = _gather_beams(alive, top_beams)  # (sources, 2k, steps + 1)
-            sequences = ops.where(
-                positions[None, None, :] == step + 1, top_tokens[:, :, None], sequences
-            )
-            ends = top_tokens == eos_id
-
-            # Live beams: the best k continuations that did not end.
-            alive_log_probs, alive_slots = ops.top_k(ops.where(ends, NEG_INF, top_log_probs), k)
-            alive = _gather_beams(sequences, alive_slots)
-            parents = ops.take_along_axis(top_beams, alive_slots, axis=1)  # (sources, k)
-            offsets = ops.arange(ops.shape(parents)[0], dtype="int32")[:, None] * k
-            cache = reorder_state(cache, ops.reshape(parents + offsets, (-1,)))
-
-            # Finished hypotheses: merge the new ones into the k best so far.
-            # An EOS continuation finishes only if it ranks among the k best
-            # (as fairseq does): then beam size 1 is exactly greedy decoding.
-            finishes = ops.logical_and(ends, ops.arange(2 * k)[None, :] < k)
-            new_scores = ops.where(
-                finishes,
-                top_log_probs / length_penalty(step + 1, alpha, length_penalty_rule),
-                NEG_INF,
-            )
-            pool = ops.concatenate([finished, sequences], axis=1)  # (sources, 3k, steps + 1)
-            pool_scores = ops.concatenate([finished_scores, new_scores], axis=1)
-            finished_scores, kept = ops.top_k(pool_scores, k)
-            finished = _gather_beams(pool, kept)
-            state = (alive, alive_log_probs, finished, finished_scores, sources, *results, cache)
-            if drop_settled:
-                settled = settled_rows(alive_log_probs, finished_scores, sources)
-                # All settled ends the loop: nothing left to drop.
-                some = ops.logical_and(ops.any(settled), ops.logical_not(ops.all(settled)))
-                state = ops.cond(some, lambda: drop_settled_sources(settled, *state), lambda: state)
-            return step + 1, *state
-
-        def drop_settled_sources(settled, alive, alive_log_probs, finished, finished_scores,
-                                 sources, results, result_scores, cache):  # fmt: skip
-            # A settled source's returned hypotheses can no longer change: it
-            # leaves the loop, its results written to the batch's outputs.
-            results, result_scores = write_results(
-                results, result_scores, finished, finished_scores, sources, settled
-            )
-            keep = ops.nonzero(ops.logical_not(settled))[0]  # (sources left,)
-            rows = ops.reshape(keep[:, None] * k + ops.arange(k, dtype="int32")[None, :], (-1,))
-            per_source = (alive, alive_log_probs, finished, finished_scores, sources)
-            left = [ops.take(t, keep, axis=0) for t in per_source]
-            return (*left, results, result_scores, keep_sources(cache, keep, rows))
-
-        state = (
-            ops.convert_to_tensor(0, "int32"),
-            alive,
-            alive_log_probs,
-            finished,
-            finished_scores,
-            sources,
-            finished[:, :num_results],  # the outputs, of sources that left the loop
-            finished_scores[:, :num_results],
-            cache,
-        )
-        with model.fixed_decoder_weights():  # the loop's weights, prepared once
-            state = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
-        num_steps_run, _, _, finished, finished_scores, sources, tokens, scores, _ = state
-        tokens, scores = write_results(tokens, scores, finished, finished_scores, sources)
-        tokens = tokens[:, :, 1:]  # drop BOS
-        # EOS and whatever follows it become padding; so do slots never filled
-        # (only NEG_INF-seeded beams could reach them).
-        ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
-        empty = scores < NEG_INF / 2
-        tokens = ops.where(ops.logical_or(ended, empty[:, :, None]), pad_id, tokens)
-        scores = ops.where(empty, float("-inf"), scores)
-        if return_num_steps:
-            return tokens, scores, num_steps_run
-        return tokens, scores
-
-    def write_results(results, result_scores, finished, finished_scores, sources, which=None):
-        """The batch's outputs with the first results of `sources` (those `which`) written."""
-        if which is not None:
-            index = ops.nonzero(which)[0]
-            finished, finished_scores, sources = (
-                ops.take(t, index, axis=0) for t in (finished, finished_scores, sources)
-            )
-        index = sources[:, None]
-        results = ops.scatter_update(results, index, finished[:, :num_results])
-        return results, ops.scatter_update(result_scores, index, finished_scores[:, :num_results])
-
-    return compile_search(search, model)
+def _gather_beams(tensor, indices):
+    """tensor (batch, beams, ...) -> (batch, len(indices[0]), ...) along the beam axis."""
+    shape = ops.shape(tensor)
+    expanded = ops.reshape(indices, (*ops.shape(indices), *([1] * (len(shape) - 2))))
+    expanded = ops.broadcast_to(expanded, (*ops.shape(indices), *shape[2:]))
+    return ops.take_along_axis(tensor, expanded, axis=1)
 
 
 def beam_search(model, encoder_token_ids, **kwargs):

@@ -1,5 +1,7 @@
 """Greedy decoding with the key/value cache."""
 
+from typing import Any, NamedTuple
+
 from keras import ops
 
 from keras_transformer.decoding.search_state import (
@@ -10,6 +12,28 @@ from keras_transformer.decoding.search_state import (
     output_limits,
     start_decoding,
 )
+
+
+class GreedyState(NamedTuple):
+    """The loop variable of greedy search.
+
+    Attributes:
+        step: int32 scalar, the tokens generated so far.
+        tokens: int32 (batch, num_steps + 1), BOS then the tokens chosen.
+        done: bool (batch,), rows that emitted EOS.
+        scores: float32 (batch,), the chosen tokens' summed log-probabilities.
+        cache: the `DecodingCache` of `start_decoding`.
+    """
+
+    step: Any
+    tokens: Any
+    done: Any
+    scores: Any
+    cache: Any
+
+    def replace(self, **fields):
+        """The state with `fields` replaced."""
+        return self._replace(**fields)
 
 
 def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache=True):
@@ -47,29 +71,37 @@ def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache
         positions = ops.arange(num_steps + 1, dtype="int32")
         tokens = ops.where(positions[None, :] == 0, bos_id, pad_id)
         tokens = ops.cast(ops.broadcast_to(tokens, (batch_size, num_steps + 1)), "int32")
-        done = ops.zeros((batch_size,), "bool")
-        scores = ops.zeros((batch_size,), "float32")
 
-        def not_done(step, tokens, done, scores, cache):
-            return ops.logical_and(step < num_steps, ops.logical_not(ops.all(done)))
+        def not_done(state):
+            return ops.logical_and(state.step < num_steps, ops.logical_not(ops.all(state.done)))
 
-        def step_fn(step, tokens, done, scores, cache):
-            logits, cache = decode_step(model, tokens, step, cache, use_cache)
+        def step_fn(state):
+            step, done = state.step, state.done
+            logits, cache = decode_step(model, state.tokens, step, state.cache, use_cache)
             log_probs, token_ids = best_next_tokens(logits, step, limits, eos_id, banned, 1)
             best = ops.argmax(log_probs, axis=-1)[:, None]  # (batch, 1)
             chosen = ops.take_along_axis(token_ids, best, axis=1)[:, 0]  # (batch,)
             chosen_log_prob = ops.max(log_probs, axis=-1)
             chosen = ops.where(done, pad_id, chosen)
-            scores = scores + ops.where(done, 0.0, chosen_log_prob)
-            tokens = ops.where(positions[None, :] == step + 1, chosen[:, None], tokens)
-            done = ops.logical_or(done, chosen == eos_id)
-            return step + 1, tokens, done, scores, cache
+            return GreedyState(
+                step=step + 1,
+                tokens=ops.where(positions[None, :] == step + 1, chosen[:, None], state.tokens),
+                done=ops.logical_or(done, chosen == eos_id),
+                scores=state.scores + ops.where(done, 0.0, chosen_log_prob),
+                cache=cache,
+            )
 
-        state = (ops.convert_to_tensor(0, "int32"), tokens, done, scores, cache)
+        state = GreedyState(
+            step=ops.convert_to_tensor(0, "int32"),
+            tokens=tokens,
+            done=ops.zeros((batch_size,), "bool"),
+            scores=ops.zeros((batch_size,), "float32"),
+            cache=cache,
+        )
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
-            _, tokens, _, scores, _ = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
-        tokens = tokens[:, 1:]
+            state = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
+        tokens = state.tokens[:, 1:]
         ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
-        return ops.where(ended, pad_id, tokens), scores
+        return ops.where(ended, pad_id, tokens), state.scores
 
     return compile_search(search, model)

@@ -1,16 +1,13 @@
-"""What greedy and beam search share: source lengths, token masks, compilation."""
+"""What greedy and beam search share: source lengths, token masks, the loop, compilation."""
 
 from keras import ops
 
 from keras_transformer import backend
+from keras_transformer.layers.decoding_cache import DecodingCache
 from keras_transformer.layers.masks import padding_mask
 
 # Finite stand-in for -inf: sums and divisions of it stay finite, so no NaN appears.
 NEG_INF = -1.0e9
-
-# The entries of `Seq2SeqTransformer.initialize_cache` that grow with each step, one
-# (batch, heads, length, dim) tensor per decoder block.
-GROWING = ("self_key", "self_value")
 
 
 def output_limits(encoder_token_ids, pad_id, max_extra_length):
@@ -68,9 +65,11 @@ def best_next_tokens(logits, step, limits, eos_id, banned_ids, count):
 def start_decoding(
     model, encoder_outputs, encoder_token_ids, num_steps, use_cache, rows_per_source=1
 ):
-    """Decoding state: the key/value cache, or the encoder output for uncached decoding.
+    """The `DecodingCache` of a search: the model's, or the encoder output for uncached decoding.
 
     `rows_per_source` target rows (beams) follow each source row, consecutively.
+    Uncached decoding grows nothing: its fixed part holds the encoder output
+    and mask, with a row per target row (`decode_sequence` reads them so).
     """
     if use_cache:
         # A cache that grows starts empty; fixed buffers start at the first stage's length.
@@ -80,13 +79,13 @@ def start_decoding(
         )
     encoder_outputs = ops.repeat(encoder_outputs, rows_per_source, axis=0)
     encoder_token_ids = ops.repeat(encoder_token_ids, rows_per_source, axis=0)
-    return {
-        "encoder_outputs": encoder_outputs,
-        "encoder_padding_mask": padding_mask(encoder_token_ids, model.config.pad_id),
-    }
+    mask = padding_mask(encoder_token_ids, model.config.pad_id)
+    return DecodingCache(
+        growing=(), fixed={"encoder_outputs": encoder_outputs, "encoder_padding_mask": mask}
+    )
 
 
-def decode_step(model, tokens, step, state, use_cache):
+def decode_step(model, tokens, step, cache, use_cache):
     """Logits for the token after position `step` of the (rows, num_steps + 1) buffer.
 
     Cached: one decoder step on the token at `step`, extending the cache.
@@ -96,12 +95,12 @@ def decode_step(model, tokens, step, state, use_cache):
     """
     if use_cache:
         current = ops.take(tokens, step, axis=1)[:, None]  # (rows, 1)
-        logits, state = model.decode(current, state, step)
-        return logits[:, 0], state
+        logits, cache = model.decode(current, cache, step)
+        return logits[:, 0], cache
     logits = model.decode_sequence(
-        tokens[:, :-1], state["encoder_outputs"], state["encoder_padding_mask"]
+        tokens[:, :-1], cache.fixed["encoder_outputs"], cache.fixed["encoder_padding_mask"]
     )
-    return ops.take(logits, step, axis=1), state
+    return ops.take(logits, step, axis=1), cache
 
 
 def cache_stages(num_steps):
@@ -120,11 +119,11 @@ def cache_stages(num_steps):
 
 
 def decoding_loop(not_done, step_fn, state, num_steps, use_cache):
-    """`while not_done(*state): state = step_fn(*state)`, in the cache's stages.
+    """`while not_done(state): state = step_fn(state)`, in the cache's stages.
 
-    `state` starts with the step number and ends with the decoding state of
-    `start_decoding`. Between stages (`cache_stages`) the self-attention
-    buffers are extended with empty positions.
+    `state` is one loop variable, a `NamedTuple` with fields `step` (the
+    step number) and `cache` (a `DecodingCache`). Between stages
+    (`cache_stages`) the growing cache is extended with empty positions.
 
     Returns:
         The final state.
@@ -132,47 +131,18 @@ def decoding_loop(not_done, step_fn, state, num_steps, use_cache):
     stages = cache_stages(num_steps) if use_cache and not backend.growing_cache() else ()
     for capacity in stages[:-1]:
 
-        def within_stage(step, *rest, capacity=capacity):
-            return ops.logical_and(step < capacity, not_done(step, *rest))
+        def within_stage(state, capacity=capacity):
+            return ops.logical_and(state.step < capacity, not_done(state))
 
-        state = backend.decoding_loop(within_stage, step_fn, state)
-        cache = state[-1]
-        padding = [[0, 0], [0, 0], [0, stages[-1] - capacity], [0, 0]]  # on the length axis
-        grown = {
-            name: tuple(ops.pad(t, padding) for t in value) if name in GROWING else value
-            for name, value in cache.items()
-        }
-        state = (*state[:-1], grown)
-    return backend.decoding_loop(not_done, step_fn, state)
+        state = _loop(within_stage, step_fn, state)
+        state = state.replace(cache=state.cache.extend(stages[-1] - capacity))
+    return _loop(not_done, step_fn, state)
 
 
-def reorder_state(state, parents):
-    """Follows beams to their parents: rows of the self-attention cache.
-
-    Cross-attention keys, the encoder output and its mask are the same for
-    every beam of a source, so they stay as they are.
-    """
-    return {
-        name: tuple(ops.take(t, parents, axis=0) for t in value) if name in GROWING else value
-        for name, value in state.items()
-    }
-
-
-def keep_sources(state, sources, rows):
-    """The decoding state of the sources at `sources` only (cached decoding).
-
-    The self-attention cache has a row per beam (`rows`: the beams of the
-    kept sources); cross-attention keys and values and the padding mask, one
-    per source.
-    """
-
-    def keep(name, tensor):
-        return ops.take(tensor, rows if name in GROWING else sources, axis=0)
-
-    return {
-        name: tuple(keep(name, t) for t in value) if isinstance(value, tuple) else keep(name, value)
-        for name, value in state.items()
-    }
+def _loop(not_done, step_fn, state):
+    """`backend.decoding_loop` over the one loop variable `state` (passed as a 1-tuple)."""
+    (state,) = backend.decoding_loop(not_done, lambda state: (step_fn(state),), (state,))
+    return state
 
 
 def compile_search(function, model):

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 
 from keras_transformer.decoding.beam_search import build_beam_search
+from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.greedy_search import build_greedy_search
 from keras_transformer.utils.count_progress import CountProgress
-from keras_transformer.utils.numeric_settings import check_decoding_settings, check_int
 
 
 def to_token_lists(token_ids):
@@ -44,85 +44,65 @@ class Translator:
         tokenizer: the model's tokenizer, a `SubwordTokenizer` or
             `JointVocabularyTokenizer` (provides `bos_id`, `eos_id`,
             tokenizing and `detokenize`; see `TranslationTokenizer`).
-        beam_size: int. Paper: 4.
-        alpha: float. Length penalty exponent; paper: 0.6.
-        length_penalty_rule: "gnmt" (paper: `((5 + length) / 6) ** alpha`)
-            or "average" (`length ** alpha`, transformers' `length_penalty`).
-        max_extra_length: int. Output tokens beyond the source length;
-            paper: 50.
-        max_source_length: int or None. Source tokens kept (EOS included);
-            longer sentences are truncated, and `truncated` counts them.
-            `None` keeps everything.
-        batch_tokens: int. Upper bound on batch size x bucket length.
-        batch_size: int or None. Upper bound on the sentences of one batch
-            (before padding the batch to a power of two); `None`: only
-            `batch_tokens` bounds it.
+        decoding: a `DecodingConfig` (beam size, alpha and the length
+            penalty rule, extra output length, results kept, source length
+            limit, batching); None for the paper's settings (6.1: beam 4,
+            alpha 0.6, 50 extra tokens). Here `max_source_length=None`
+            keeps every source whole.
+        search: "beam" (paper 6.1) or "greedy" (`build_greedy_search`;
+            `beam_size`, `alpha` and the rule are then unused), e.g. for a
+            cheaper validation BLEU while training.
         add_source_eos: bool. Append EOS to sources, as the input pipeline
             does in training.
-        num_results: int. Hypotheses kept per sentence, best first
-            (`translate_n_best`); `<= beam_size`.
-        search: "beam" (paper 6.1) or "greedy" (`build_greedy_search`;
-            `beam_size` and `alpha` are then unused), e.g. for a cheaper
-            validation BLEU while training.
         drop_settled: bool or None. Beam search only: whether sources that
             have settled leave the decoding loop (see `build_beam_search`);
             `None` where the backend allows it.
+        **settings: single `DecodingConfig` fields (e.g. `beam_size=5`),
+            applied over `decoding`.
 
     Example:
 
     >>> translator = Translator(model, tokenizer)
     >>> translator.translate(["A dog runs.", "Two men talk."])
     ['Ein Hund rennt.', 'Zwei Männer unterhalten sich.']
+    >>> Translator(model, tokenizer, DecodingConfig(beam_size=5, alpha=1.0))
     """
 
     def __init__(
         self,
         model,
         tokenizer,
+        decoding=None,
         *,
-        beam_size=4,
-        alpha=0.6,
-        length_penalty_rule="gnmt",
-        max_extra_length=50,
-        max_source_length=None,
-        batch_tokens=4096,
-        batch_size=None,
-        add_source_eos=True,
-        num_results=1,
         search="beam",
+        add_source_eos=True,
         drop_settled=None,
+        **settings,
     ):
         if search not in ("beam", "greedy"):
             raise ValueError(f"`search` must be 'beam' or 'greedy'. Received: search={search!r}")
-        check_decoding_settings(
-            beam_size=beam_size,
-            alpha=alpha,
-            max_extra_length=max_extra_length,
-            max_source_length=max_source_length,
-            **({"num_results": num_results} if search == "beam" else {}),
-        )
-        check_int(batch_tokens, "batch_tokens", minimum=1)
-        check_int(batch_size, "batch_size", minimum=1, optional=True)
+        decoding = DecodingConfig.from_settings(decoding, **settings)
+        if search == "greedy" and decoding.num_results != 1:
+            raise ValueError(
+                f"Greedy search gives one result. Received: num_results={decoding.num_results}"
+            )
         self.model = model
         self.tokenizer = tokenizer
-        self.max_source_length = max_source_length
-        self.batch_tokens = batch_tokens
-        self.batch_size = batch_size
-        self.num_results = num_results
+        self.decoding = decoding
+        self.max_source_length = decoding.max_source_length
+        self.batch_tokens = decoding.batch_tokens
+        self.batch_size = decoding.batch_size
+        self.num_results = decoding.num_results
         self.add_source_eos = add_source_eos
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
         self.truncated = 0
         if search == "greedy":
-            if num_results != 1:
-                raise ValueError(
-                    f"Greedy search gives one result. Received: num_results={num_results}"
-                )
             greedy = build_greedy_search(
                 model,
                 bos_id=tokenizer.bos_id,
                 eos_id=tokenizer.eos_id,
-                max_extra_length=max_extra_length,
+                max_extra_length=decoding.max_extra_length,
             )
 
             def one_result(ids):  # beam search's (batch, results, ...) layout
@@ -135,11 +115,11 @@ class Translator:
                 model,
                 bos_id=tokenizer.bos_id,
                 eos_id=tokenizer.eos_id,
-                beam_size=beam_size,
-                alpha=alpha,
-                length_penalty_rule=length_penalty_rule,
-                max_extra_length=max_extra_length,
-                num_results=num_results,
+                beam_size=decoding.beam_size,
+                alpha=decoding.alpha,
+                length_penalty_rule=decoding.length_penalty_rule,
+                max_extra_length=decoding.max_extra_length,
+                num_results=decoding.num_results,
                 drop_settled=drop_settled,
             )
 

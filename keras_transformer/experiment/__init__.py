@@ -7,8 +7,13 @@ from keras_transformer.utils.lazy_exports import lazy_exports
 __all__ = lazy_exports(
     __name__,
     {
+        "CheckpointConfig": "checkpoint_config",
+        "DataConfig": "data_config",
         "DISTRIBUTIONS": "experiment_config",
         "ExperimentConfig": "experiment_config",
+        "ModelSettings": "model_settings",
+        "OptimizationConfig": "optimization_config",
+        "ValidationConfig": "validation_config",
         "ExperimentResult": "experiment_result",
         "run_experiment": "run_experiment",
         "split_paths": "split_files",

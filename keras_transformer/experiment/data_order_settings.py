@@ -7,8 +7,8 @@ from keras_transformer.text.text_files import atomic_output
 
 # File in the output directory holding the settings of the run's first start.
 SETTINGS_FILE = "data_order.json"
-# ExperimentConfig fields that decide which batches come in which order; a resume
-# continues "at batch N" of that sequence, so it needs the same values.
+# DataConfig fields that decide which batches come in which order (with the accumulation
+# and the seed); a resume continues "at batch N" of that sequence, so it needs the same values.
 DATA_ORDER_FIELDS = (
     "data_dir",
     "tfds_name",
@@ -21,13 +21,13 @@ DATA_ORDER_FIELDS = (
     "vocabulary_lowercase",
     "token_budget",
     "pipeline_overrides",
-    "accumulation_steps",
-    "seed",
 )
 
 
 def _settings(config, num_replicas):
-    settings = {name: getattr(config, name) for name in DATA_ORDER_FIELDS}
+    settings = {name: getattr(config.data, name) for name in DATA_ORDER_FIELDS}
+    settings["accumulation_steps"] = config.optimization.accumulation_steps
+    settings["seed"] = config.seed
     if settings["data_dir"] is not None:
         settings["data_dir"] = os.path.abspath(settings["data_dir"])
     settings["synthetic_sizes"] = list(settings["synthetic_sizes"])

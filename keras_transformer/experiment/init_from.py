@@ -16,7 +16,7 @@ import os
 import sys
 import zipfile
 
-from keras_transformer.experiment.experiment_config import INIT_FROM_OVERRIDES
+from keras_transformer.experiment.model_settings import INIT_FROM_OVERRIDES
 from keras_transformer.text.text_files import write_bytes_atomic
 
 # The class `save_translation_model` files hold (the Keras config's `class_name`).
@@ -78,18 +78,18 @@ def read_init_config(path):
         raise ValueError(f"{flag}: its model settings are invalid here: {error}") from None
 
 
-def run_model_config(config):
+def run_model_config(model):
     """The `TransformerConfig` a run with `--init-from` trains: the file's, with its dropouts
-    changed by `model_overrides` (the only fields it may change; `ExperimentConfig` checks).
+    changed by `model_overrides` (the only fields it may change; `ModelSettings` checks).
 
     Args:
-        config: the run's `ExperimentConfig`, with `init_from` set.
+        model: the run's `ModelSettings`, with `init_from` set.
 
     Returns:
         A `TransformerConfig`.
     """
-    changes = {k: v for k, v in config.model_overrides.items() if k in INIT_FROM_OVERRIDES}
-    return dataclasses.replace(read_init_config(config.init_from), **changes)
+    changes = {k: v for k, v in model.model_overrides.items() if k in INIT_FROM_OVERRIDES}
+    return dataclasses.replace(read_init_config(model.init_from), **changes)
 
 
 def init_settings(path):
@@ -187,21 +187,26 @@ def given_vocabulary(vocabulary_file, path):
     return proto
 
 
-def initial_model(config, output_dir):
+def initial_model(init_from, output_dir, verbose=True):
     """The `--init-from` file's model and tokenizer, or `(None, None)` without it.
 
     The tokenizer's SentencePiece models are copied into the run (`vocabulary.model`
     for the package's own tokenizer), as a trained vocabulary would be.
+
+    Args:
+        init_from: str or None, the model file (`ModelSettings.init_from`).
+        output_dir: str, the run's folder.
+        verbose: bool, whether to say so on stderr.
     """
-    if config.init_from is None:
+    if init_from is None:
         return None, None
-    model, tokenizer = load_init_model(config.init_from)
+    model, tokenizer = load_init_model(init_from)
     for name, proto in tokenizer.sentencepiece_files().items():
         if not os.path.exists(os.path.join(output_dir, name)):
             write_bytes_atomic(os.path.join(output_dir, name), proto)
-    if config.verbose:
+    if verbose:
         print(
-            f"Starting from {config.init_from}: its weights and tokenizer "
+            f"Starting from {init_from}: its weights and tokenizer "
             f"({tokenizer.vocabulary_size()} pieces).",
             file=sys.stderr,
         )

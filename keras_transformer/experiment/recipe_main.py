@@ -2,7 +2,9 @@
 
 Its flags are generated from `ExperimentConfig`'s fields (`add_config_arguments`):
 a new field with help text is a new flag. `--config FILE` starts from a run's
-`config.json` (or a JSON object of ExperimentConfig fields); flags override it.
+`config.json` (or a JSON object of ExperimentConfig fields, nested by config as
+`ExperimentConfig.to_dict()` gives them or flat as earlier versions wrote them); flags
+override it.
 """
 
 import argparse
@@ -25,7 +27,7 @@ from keras_transformer.utils.config_arguments import (
 USER_ERRORS = (ValueError, OSError, KeyError)
 CONFIG_HELP = (
     "Start from the settings of a run's config.json (or a JSON object of ExperimentConfig "
-    "fields) instead of the recipe's; the other flags override them."
+    "fields, nested by config or flat) instead of the recipe's; the other flags override them."
 )
 
 
@@ -82,7 +84,7 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
             first.error(one_line(error))
     if known.init_from is not None and known.init_from.lower() not in NONE_WORDS:
         # The architecture is the model file's: the recipe's model settings do not apply.
-        defaults = defaults.replace(model_overrides={})
+        defaults = defaults.replace(model={"model_overrides": {}})
     parser, added = build_parser(defaults, description, prog=prog)
     if add_arguments is not None:
         add_arguments(parser)
@@ -93,8 +95,8 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
         _check_vocabulary_flags(config, changes)
     except ValueError as error:
         message = one_line(error)
-        for name, field in added.items():  # name the flag beside the field
-            message = message.replace(f"`{name}`", f"`{name}` ({flag_of(field)})", 1)
+        for field in added.values():  # name the flag beside the field
+            message = message.replace(f"`{field.name}`", f"`{field.name}` ({flag_of(field)})", 1)
         parser.error(message)
     arguments.command_line = shlex.join([parser.prog, *argv])
     return parser, arguments, config
@@ -102,10 +104,11 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
 
 def _check_vocabulary_flags(config, changes):
     """Raises for --vocabulary-size/--vocabulary-type given with a vocabulary that exists."""
-    given = [name for name in ("vocabulary_size", "vocabulary_type") if name in changes]
-    if not given or (config.init_from is None and config.vocabulary_file is None):
+    data_changes = changes.get("data", {})
+    given = [name for name in ("vocabulary_size", "vocabulary_type") if name in data_changes]
+    if not given or (config.model.init_from is None and config.data.vocabulary_file is None):
         return
-    source = "--init-from's model file" if config.init_from else "--vocabulary's file"
+    source = "--init-from's model file" if config.model.init_from else "--vocabulary's file"
     raise ValueError(
         f"{', '.join(f'`{name}`' for name in given)} cannot be set: the vocabulary is "
         f"{source}, not trained by the run"
@@ -122,14 +125,15 @@ def check_before_running(
     `config.output_dir` itself (its lock, a resume's config.json), for commands whose
     runs write in subfolders of it.
     """
-    if require_data and config.data_dir is None and config.tfds_name is None:
+    data = config.data
+    if require_data and data.generated:
         parser.error("this recipe needs --data-dir (or --tfds); it has no built-in data")
-    pair = (config.source_language, config.target_language)
+    pair = (data.source_language, data.target_language)
     if language_pairs is not None and pair not in language_pairs:
         allowed = ", ".join(f"{s}-{t}" for s, t in language_pairs)
         parser.error(f"language pair {pair[0]}-{pair[1]} is not one of this recipe's: {allowed}")
-    if config.data_dir is not None and not os.path.isdir(config.data_dir):
-        parser.error(f"--data-dir {config.data_dir} is not a directory.")
+    if data.data_dir is not None and not os.path.isdir(data.data_dir):
+        parser.error(f"--data-dir {data.data_dir} is not a directory.")
     try:
         check_before_training(config, command_line=command_line, output_dir=output_dir)
     except USER_ERRORS as error:

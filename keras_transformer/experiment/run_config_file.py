@@ -7,21 +7,23 @@ import os
 import platform
 
 from keras_transformer import __version__
+from keras_transformer.experiment.experiment_config import flat_settings
 from keras_transformer.experiment.init_from import (
     init_settings,
     run_model_config,
     vocabulary_file_size,
 )
-from keras_transformer.models.presets import get_preset
 from keras_transformer.text.text_files import atomic_output
 from keras_transformer.utils.json_file import read_json_object
 
 # At the top level of the run directory (`--output-dir`).
 RUN_CONFIG_FILE = "config.json"
 FORMAT_VERSION = 1
-# ExperimentConfig fields a resumed run may change: none of them shapes the trained state
-# (schedule, data order, model), only when training stops, what is saved and logged, and
-# what is done with the model afterwards. Every other field must keep its first value;
+# Fields of ExperimentConfig and its configs a resumed run may change: none of them shapes
+# the trained state (schedule, data order, model), only when training stops, what is saved
+# and logged, how it decodes, and what is done with the model afterwards. The resume check
+# compares fields by name, in `config.json` files written flat (earlier versions) or nested
+# by config (`ExperimentConfig.to_dict`). Every other field must keep its first value;
 # the model is compared as the resolved TransformerConfig and the preset's training values
 # as resolved (so a `preset` + `model_overrides` that give the same run are the same).
 MAY_CHANGE_ON_RESUME = (
@@ -35,7 +37,12 @@ MAY_CHANGE_ON_RESUME = (
     "keep_checkpoints",
     "beam_size",
     "alpha",
+    "length_penalty_rule",
     "max_extra_length",
+    "num_results",
+    "max_source_length",
+    "batch_tokens",
+    "batch_size",
     "metrics",
     "evaluate_valid",
     "select_on_valid",
@@ -74,10 +81,7 @@ def library_versions():
 
 def _resolved_training(config):
     """The preset's training values the run uses where `config` leaves them None."""
-    preset = get_preset(config.preset)
-    if config.label_smoothing is None:
-        return {"label_smoothing": preset.label_smoothing}
-    return {"label_smoothing": config.label_smoothing}
+    return {"label_smoothing": config.label_smoothing()}
 
 
 def data_fingerprint(paths):
@@ -125,7 +129,8 @@ def run_settings(config, pipeline, command_line=None, data_files=None):
             (`data_fingerprint`), or None (generated or TFDS data).
 
     Returns:
-        dict with `experiment` (every ExperimentConfig field), `model` (the
+        dict with `experiment` (`ExperimentConfig.to_dict()`: its own fields,
+        and each config's fields under the config's name), `model` (the
         resolved TransformerConfig: the preset with the overrides applied,
         which `keras-transformer average/export --config` read), `pipeline`,
         `training` (the label smoothing used), `versions` and `command_lines`
@@ -143,7 +148,11 @@ def run_settings(config, pipeline, command_line=None, data_files=None):
                 "versions": library_versions(),
                 "command_lines": [command_line] if command_line else [],
                 **({"data": data_fingerprint(data_files)} if data_files else {}),
-                **({"init_from": init_settings(config.init_from)} if config.init_from else {}),
+                **(
+                    {"init_from": init_settings(config.model.init_from)}
+                    if config.model.init_from
+                    else {}
+                ),
             }
         )
     )
@@ -152,10 +161,10 @@ def run_settings(config, pipeline, command_line=None, data_files=None):
 def _model_config(config):
     """The TransformerConfig the run trains: the preset's (for the `--vocabulary` file's
     size), or its `init_from` file's."""
-    if config.init_from is not None:
-        return run_model_config(config)
-    if config.vocabulary_file is not None:
-        return config.model_config(vocabulary_file_size(config.vocabulary_file))
+    if config.model.init_from is not None:
+        return run_model_config(config.model)
+    if config.data.vocabulary_file is not None:
+        return config.model_config(vocabulary_file_size(config.data.vocabulary_file))
     return config.model_config()
 
 
@@ -167,7 +176,8 @@ def read_run_config(path):
 def _differences(recorded, settings):
     """`{name: (recorded, asked)}` of the settings a resume must keep."""
     changed = {}
-    old, new = recorded.get("experiment", {}), settings["experiment"]
+    old = flat_settings(recorded.get("experiment", {}))
+    new = flat_settings(settings["experiment"])
     for name in sorted(set(old) & set(new) - set(MAY_CHANGE_ON_RESUME)):
         before, after = old[name], new[name]
         if name in ("data_dir", "init_from", "vocabulary_file") and before and after:

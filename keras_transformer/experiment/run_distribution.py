@@ -5,6 +5,7 @@ import typing
 
 import keras
 
+from keras_transformer import backend
 from keras_transformer.experiment.input_checks import (  # noqa: F401 (exported names)
     ALTERNATIVES,
     NEEDED_BACKEND,
@@ -17,9 +18,9 @@ from keras_transformer.experiment.input_checks import (  # noqa: F401 (exported 
 class RunDistribution(typing.NamedTuple):
     """How one process of a run trains: strategy scope, devices, data share, output folder.
 
-    `RunDistribution.from_config(config)` sets up `config.distribution` (an
-    `ExperimentConfig`'s `"none"`, `"mirrored"`, `"multi_worker"` or
-    `"data_parallel"`); call it before anything else touches the backend, since
+    `RunDistribution.from_name(distribution)` sets up an `ExperimentConfig.distribution`
+    (`"none"`, `"mirrored"`, `"multi_worker"` or `"data_parallel"`); call it before
+    anything else touches the backend, since
     `keras.distribution.initialize()` (JAX) and `MultiWorkerMirroredStrategy`
     (TensorFlow) must come first.
     """
@@ -31,21 +32,21 @@ class RunDistribution(typing.NamedTuple):
     member_folder: str
 
     @classmethod
-    def from_config(cls, config):
-        """Sets up `config.distribution` for this process and describes it.
+    def from_name(cls, distribution):
+        """Sets up `distribution` for this process and describes it.
 
         Args:
-            config: an `ExperimentConfig`; only `distribution` is read.
+            distribution: str, an `ExperimentConfig.distribution`.
 
         Returns:
             A `RunDistribution`. Raises `ValueError` for a distribution the
             backend lacks, or a bad `KERAS_DISTRIBUTION_NUM_PROCESSES`.
         """
         single = {"num_processes": 1, "process_index": 0}
-        if config.distribution == "none":
+        if distribution == "none":
             return cls(contextlib.nullcontext(), 1, single, "")
-        check_distribution(config.distribution, keras.backend.backend())
-        if config.distribution == "data_parallel":
+        check_distribution(distribution, backend.name())
+        if distribution == "data_parallel":
             import jax
 
             if jax_processes_requested() > 1 and not jax.distributed.is_initialized():
@@ -62,7 +63,7 @@ class RunDistribution(typing.NamedTuple):
             return cls(contextlib.nullcontext(), jax.device_count(), processes, member)
         import tensorflow as tf
 
-        if config.distribution == "mirrored":
+        if distribution == "mirrored":
             strategy = tf.distribute.MirroredStrategy()
             member = ""
         else:

@@ -10,6 +10,8 @@ import time
 
 import keras
 
+from keras_transformer import backend
+from keras_transformer.decoding import Translator
 from keras_transformer.experiment import input_checks
 from keras_transformer.experiment import run_phases as phases
 from keras_transformer.experiment.experiment_config import ExperimentConfig
@@ -22,12 +24,7 @@ from keras_transformer.experiment.run_config_file import (
     write_run_config,
 )
 from keras_transformer.experiment.run_distribution import RunDistribution
-from keras_transformer.experiment.valid_split import (
-    config_translator,
-    score_valid_split,
-    valid_batches,
-)
-from keras_transformer.models import get_preset
+from keras_transformer.experiment.valid_split import score_valid_split, valid_batches
 
 logger = logging.getLogger("keras_transformer.experiment")
 # Subfolder of the output directory for JAX's compiled programs.
@@ -51,7 +48,7 @@ def _keep_jax_compilations(output_dir):
     instead of compiling it again. A cache directory the user set
     (`JAX_COMPILATION_CACHE_DIR`) is left as it is.
     """
-    if keras.backend.backend() != "jax":
+    if not backend.is_jax():
         yield
         return
     import jax
@@ -88,13 +85,13 @@ def run_experiment(config, command_line=None):
 
     Example:
 
-    >>> run_experiment(ExperimentConfig(data_dir="wmt14", output_dir="runs/base"))
+    >>> run_experiment(ExperimentConfig(output_dir="runs/base", data=DataConfig(data_dir="wmt14")))
     """
     if isinstance(config, dict):
         config = ExperimentConfig.from_dict(config)
     start_time = time.time()
     splits = check_inputs(config)
-    distribution = RunDistribution.from_config(config)
+    distribution = RunDistribution.from_name(config.distribution)
     # Processes of one run may share --output-dir: each writes everything (all of them
     # need their checkpoints to resume), so all but the first write in a subfolder.
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
@@ -118,51 +115,48 @@ def check_inputs(config):
     """`input_checks.check_inputs`, then the `--init-from` file's tokenizer (needs the backend).
 
     Returns:
-        The `SplitFiles` of `config.data_dir`, or None for generated data.
+        The `SplitFiles` of the data's `data_dir`, or None for generated data.
 
     Raises:
         FileNotFoundError, ValueError: see `input_checks.check_inputs`; also
             an --init-from tokenizer that cannot train (runs in Python only).
     """
     splits = input_checks.check_inputs(config)
-    if config.init_from is not None:
-        check_init_tokenizer(config.init_from)
+    if config.model.init_from is not None:
+        check_init_tokenizer(config.model.init_from)
     return splits
 
 
 def _run(config, distribution, output_dir, splits, start_time):
     """`run_experiment` once `output_dir` exists and this process holds it: the phases."""
-    if config.precision is not None:
-        keras.config.set_dtype_policy(config.precision)
+    if config.model.precision is not None:
+        keras.config.set_dtype_policy(config.model.precision)
     keras.utils.set_random_seed(config.seed)
-    preset = get_preset(config.preset)
 
     data_dir, splits, corpus = phases.data(config, output_dir, splits)
     # --init-from: the model file's tokenizer (and weights); else a vocabulary of the run.
-    init_model, tokenizer = initial_model(config, output_dir)
+    init_model, tokenizer = initial_model(config.model.init_from, output_dir, config.verbose)
     if tokenizer is None:
         tokenizer = phases.vocabulary(config, corpus, output_dir)
     # The valid split, read and batched once for validation, selection and its scores.
-    valid = None if splits.valid is None else valid_batches(config, splits.valid, tokenizer)
-    setup = phases.compiled_model(
-        config, preset, distribution, tokenizer, valid, output_dir, init_model=init_model
+    valid = None if splits.valid is None else valid_batches(config.data, splits.valid, tokenizer)
+    model, start = phases.compiled_model(
+        config, distribution, tokenizer, output_dir, init_model=init_model
     )
-    del init_model  # its weights are in `setup.model`
-    summary = phases.training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
+    del init_model  # its weights are in `model`
+    setup, summary = phases.training(
+        config, distribution, model, start, corpus, tokenizer, valid, output_dir
+    )
     selection = phases.final_weights(config, setup, valid)
     paths = phases.save_model(setup, tokenizer, data_dir, output_dir)
-    translator = config_translator(config, setup.model, tokenizer)
+    translator = Translator(model, tokenizer, config.decoding)
     sources, hypotheses, scores = phases.evaluation(config, translator, splits, paths, output_dir)
     valid_scores = None
-    if config.evaluate_valid and valid is not None:
+    if config.validation.evaluate_valid and valid is not None:
         valid_scores = score_valid_split(
-            valid,
-            setup.model,
-            translator,
-            setup.validation,
-            lowercase=config.vocabulary_lowercase,
+            valid, model, translator, setup.validation, lowercase=config.data.vocabulary_lowercase
         )
-    served = phases.export(config, setup.model, tokenizer, sources, paths, output_dir)
+    served = phases.export(config, model, tokenizer, sources, paths, output_dir)
 
     return ExperimentResult(
         paths=paths,
@@ -171,9 +165,9 @@ def _run(config, distribution, output_dir, splits, start_time):
         saved_model_examples=served,
         valid_scores=valid_scores,
         selection=selection,
-        num_parameters=int(sum(math.prod(w.shape) for w in setup.model.trainable_weights)),
-        model_config=setup.model.config.to_dict(),
-        train_steps=phases.steps_to_train(config, preset),
+        num_parameters=int(sum(math.prod(w.shape) for w in model.trainable_weights)),
+        model_config=model.config.to_dict(),
+        train_steps=config.steps_to_train(),
         minutes=(time.time() - start_time) / 60,
         data_summary=summary,
     )

@@ -13,19 +13,18 @@ from keras_transformer.checkpoints import (
     PeriodicCheckpoint,
     average_checkpoints,
 )
+from keras_transformer.checkpoints.periodic_checkpoint import restore_latest_checkpoint
+from keras_transformer.compat import apply_distribute_workarounds
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.init_from import given_vocabulary, run_model_config
-from keras_transformer.experiment.keras_distribute_workarounds import (
-    apply_distribute_workarounds,
-)
 from keras_transformer.experiment.split_files import SplitFiles
+from keras_transformer.experiment.training_callbacks import CHECKPOINTS, TrainingCallbacks
 from keras_transformer.experiment.valid_split import (
     check_valid_settings,
     select_on_valid,
     tokenizer_ids,
-    validation_callback,
 )
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer
@@ -50,7 +49,7 @@ NUM_EXAMPLES = 3
 
 
 class TrainingSetup(typing.NamedTuple):
-    """The model phase's result: what the training phase trains."""
+    """The training phase's result: the model trained and the callbacks that trained it."""
 
     model: Seq2SeqTransformer
     checkpoint: PeriodicCheckpoint
@@ -71,22 +70,23 @@ def data(config, output_dir, splits):
         `(data_dir, splits, corpus)`: the folder of the split files (None with
         TFDS and no --data-dir), the checked `SplitFiles`, the training corpus.
     """
-    data_dir = config.data_dir
-    if data_dir is None and config.tfds_name is None:
+    settings = config.data
+    data_dir = settings.data_dir
+    if settings.generated:
         data_dir = os.path.join(output_dir, "data")
-        if not os.path.exists(os.path.join(data_dir, f"train.{config.source_language}")):
-            train, valid, test = config.synthetic_sizes
+        if not os.path.exists(os.path.join(data_dir, f"train.{settings.source_language}")):
+            train, valid, test = settings.synthetic_sizes
             write_synthetic_corpus(
                 data_dir, train_size=train, valid_size=valid, test_size=test, seed=config.seed
             )
     if splits is None:
-        splits = SplitFiles.find(config, data_dir, valid=check_valid_settings(config))
-    if config.tfds_name is not None:
+        splits = SplitFiles.find(settings, data_dir, valid=check_valid_settings(config))
+    if settings.tfds_name is not None:
         corpus = load_tfds_corpus(
-            config.tfds_name,
-            split=config.train_split,
-            source_language=config.source_language,
-            target_language=config.target_language,
+            settings.tfds_name,
+            split=settings.train_split,
+            source_language=settings.source_language,
+            target_language=settings.target_language,
         )
     else:
         corpus = ParallelCorpus.from_files(*splits.train)
@@ -96,35 +96,31 @@ def data(config, output_dir, splits):
 def vocabulary(config, corpus, output_dir):
     """Phase 2: the shared subword vocabulary: trained on `corpus`, kept from a resumed run,
     or the `--vocabulary` file's (copied into the run)."""
+    settings = config.data
     path = os.path.join(output_dir, "vocabulary.model")
-    if config.vocabulary_file is not None:
-        return SubwordTokenizer(proto=given_vocabulary(config.vocabulary_file, path))
+    if settings.vocabulary_file is not None:
+        return SubwordTokenizer(proto=given_vocabulary(settings.vocabulary_file, path))
     if os.path.exists(path):  # a resumed run keeps its vocabulary
         with open(path, "rb") as file:
             tokenizer = SubwordTokenizer(proto=file.read())
-        if tokenizer.vocabulary_size() != config.vocabulary_size:
+        if tokenizer.vocabulary_size() != settings.vocabulary_size:
             raise ValueError(
                 f"{path} (from an earlier run in this output directory) has "
                 f"{tokenizer.vocabulary_size()} pieces, but vocabulary_size="
-                f"{config.vocabulary_size} was asked for: use another --output-dir."
+                f"{settings.vocabulary_size} was asked for: use another --output-dir."
             )
         return tokenizer
     return train_vocabulary(
         corpus,
-        vocabulary_size=config.vocabulary_size,
-        model_type=config.vocabulary_type,
-        lowercase=config.vocabulary_lowercase,
+        vocabulary_size=settings.vocabulary_size,
+        model_type=settings.vocabulary_type,
+        lowercase=settings.vocabulary_lowercase,
         seed=config.seed,
         output_path=path,
     )
 
 
-def steps_to_train(config, preset):
-    """The optimizer steps of the run: --max-steps, or the preset's."""
-    return preset.train_steps if config.train_steps is None else config.train_steps
-
-
-def compiled_model(config, preset, distribution, tokenizer, valid, output_dir, init_model=None):
+def compiled_model(config, distribution, tokenizer, output_dir, init_model=None):
     """Phase 3: the compiled model, restored from the last checkpoint of a resumed run.
 
     Args:
@@ -132,14 +128,13 @@ def compiled_model(config, preset, distribution, tokenizer, valid, output_dir, i
             from (its architecture, with the run's dropouts), or None.
 
     Returns:
-        A `TrainingSetup`.
+        `(model, start)`: the model, and the batches it was trained on (0 for a new run).
     """
-    smoothing = preset.label_smoothing if config.label_smoothing is None else config.label_smoothing
-    average_last = config.checkpoints_averaged()
     if init_model is None:
         model_config = config.model_config(tokenizer.vocabulary_size())
     else:
-        model_config = run_model_config(config)
+        model_config = run_model_config(config.model)
+    optimization = config.optimization
     with distribution.scope:
         model = apply_distribute_workarounds(Seq2SeqTransformer(model_config))
         if init_model is not None:  # a checkpoint of a resumed run replaces them below
@@ -148,50 +143,41 @@ def compiled_model(config, preset, distribution, tokenizer, valid, output_dir, i
         model.compile(
             optimizer=paper_optimizer(
                 model.config.d_model,
-                warmup_steps=config.warmup_steps,
-                scale=config.learning_rate_scale,
-                accumulation_steps=config.accumulation_steps,
-                initial_rate=config.warmup_initial_rate,
-                epsilon=config.adam_epsilon,
-                **({} if config.clip_norm is None else {"global_clipnorm": config.clip_norm}),
+                warmup_steps=optimization.warmup_steps,
+                scale=optimization.learning_rate_scale,
+                accumulation_steps=optimization.accumulation_steps,
+                initial_rate=optimization.warmup_initial_rate,
+                epsilon=optimization.adam_epsilon,
+                **(
+                    {}
+                    if optimization.clip_norm is None
+                    else {"global_clipnorm": optimization.clip_norm}
+                ),
             ),
             loss=LabelSmoothedCrossEntropy(
-                label_smoothing=smoothing,
+                label_smoothing=config.label_smoothing(),
                 pad_id=model.config.pad_id,
-                reduction="sum" if config.accumulation_steps > 1 else "mean_with_sample_weight",
+                reduction="sum"
+                if optimization.accumulation_steps > 1
+                else "mean_with_sample_weight",
             ),
         )
-        checkpoint = PeriodicCheckpoint(
-            os.path.join(output_dir, "checkpoints"),
-            every_steps=config.checkpoint_every_steps,
-            every_minutes=config.checkpoint_every_minutes,
-            keep=config.checkpoints_kept(),
-            # --final-model best or last: no average is put into the model at the end.
-            average_last=average_last if config.final_model == "average" else None,
-        )
-        start = checkpoint.restore(model)
-        # In the strategy's scope: the search it compiles may build the model's variables,
-        # which a distribution strategy must own.
-        validation = validation_callback(config, valid, model, tokenizer, output_dir, start)
-    return TrainingSetup(model, checkpoint, validation, start)
+        start = restore_latest_checkpoint(os.path.join(output_dir, CHECKPOINTS), model)
+    return model, start
 
 
-def training(config, preset, distribution, setup, corpus, tokenizer, output_dir):
-    """Phase 4: `fit` up to the run's step count, checkpointing (and validating) on the way.
-
-    Returns:
-        str, the training data's summary.
-    """
-    model, checkpoint, validation, start = setup
+def training_batches(config, distribution, corpus, tokenizer, output_dir, start):
+    """The training batches from the data position `start` (a `TranslationDataset`)."""
+    settings = config.data
     check_data_order_settings(config, output_dir, distribution.replicas, resumed=start > 0)
     train = make_translation_dataset(
         corpus,
         tokenizer,
-        token_budget=config.token_budget,
-        **config.pipeline_overrides,
+        token_budget=settings.token_budget,
+        **settings.pipeline_overrides,
         num_replicas=distribution.replicas,
         **distribution.processes,
-        accumulation_steps=config.accumulation_steps,
+        accumulation_steps=config.optimization.accumulation_steps,
         seed=config.seed,
         start_step=start,
         **tokenizer_ids(tokenizer),
@@ -199,48 +185,43 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
     logger.info("Training data: %s", train.summary)
     if config.verbose:
         print(train.summary, file=sys.stderr)
-    train_steps = steps_to_train(config, preset)
+    return train
+
+
+def training(config, distribution, model, start, corpus, tokenizer, valid, output_dir):
+    """Phase 4: `fit` up to the run's step count, checkpointing (and validating) on the way.
+
+    Returns:
+        `(setup, summary)`: the `TrainingSetup`, and str, the training data's summary.
+    """
+    train = training_batches(config, distribution, corpus, tokenizer, output_dir, start)
+    callbacks = TrainingCallbacks.for_run(
+        config, distribution, model, start, train, tokenizer, valid, output_dir
+    )
+    checkpoint, validation = callbacks.checkpoint, callbacks.validation
+    setup = TrainingSetup(model, checkpoint, validation, start)
+    train_steps, accumulation = config.steps_to_train(), config.optimization.accumulation_steps
     # `start` counts batches; an update is `accumulation_steps` of them.
-    if start >= train_steps * config.accumulation_steps:
+    if start >= train_steps * accumulation:
         # `fit` would train one batch of its last epoch before any callback could stop it.
-        done = start // config.accumulation_steps
-        message = f"Nothing left to train: the run is at step {done} of {train_steps}."
+        message = f"Nothing left to train: the run is at step {start // accumulation} of "
+        message += f"{train_steps}."
         logger.info(message)
         if config.verbose:
             print(message, file=sys.stderr)
         if validation is not None:
             validation.set_model(model)  # as `fit` would: selection on valid measures through it
-        return str(train.summary)
-    total_batches = train_steps * config.accumulation_steps
+        return setup, str(train.summary)
+    total_batches = train_steps * accumulation
     steps_per_epoch = min(train.steps_per_epoch, total_batches)
     epochs = math.ceil(total_batches / steps_per_epoch)
-    monitor = TrainingMonitor(
-        output_dir,
-        every_steps=config.log_every_steps,
-        tokens_per_batch=train.summary.target_tokens / train.steps_per_epoch,
-        max_steps=train_steps,
-        start_step=start,
-        progress=bool(config.verbose),
-        divergence_steps=config.divergence_steps if config.divergence_check else None,
-        # A fresh model's loss is about that of a uniform prediction: ln V.
-        initial_loss_level=math.log(tokenizer.vocabulary_size()),
-    )
-    # No checkpoint of a diverging run replaces the good ones (docs/training.md).
-    checkpoint.hold_saves = monitor.divergence_suspect
-    # The checkpoint last: on SIGTERM it saves and stops after the monitor logged the step.
-    callbacks = [monitor, checkpoint]
-    if validation is not None:
-        validation.monitor = monitor  # its time is not counted in tokens/s
-        callbacks.insert(1, validation)
-        if config.validate_every_steps is None:
-            checkpoint.after_save = validation.validate
     try:
         model.fit(
             train.dataset,
             steps_per_epoch=steps_per_epoch,
             epochs=epochs,
             initial_epoch=min(start // steps_per_epoch, epochs),
-            callbacks=callbacks,
+            callbacks=callbacks.for_fit(),
             verbose=0,  # steps, not epochs: the monitor's progress lines instead
             shuffle=False,  # the dataset shuffles itself (and Keras warns otherwise)
         )
@@ -254,7 +235,7 @@ def training(config, preset, distribution, setup, corpus, tokenizer, output_dir)
             f"{error} Training stopped without saving; last good checkpoint: "
             f"{last or 'none in ' + checkpoint.directory}"
         ) from error
-    return str(train.summary)
+    return setup, str(train.summary)
 
 
 def final_weights(config, setup, valid):
@@ -269,16 +250,16 @@ def final_weights(config, setup, valid):
     checkpoint.average_into(model)
     best_path = validation.best_path if validation is not None else None
     has_best = best_path is not None and os.path.exists(best_path)
-    if config.select_on_valid:
+    if config.validation.select_on_valid:
         selection = select_on_valid(config, valid, model, checkpoint, validation, has_best)
         logger.info("Checkpoint selection: %s", selection.format())
         if config.verbose:
             print(
-                f"Checkpoint selection on {config.valid_split}: {selection.format()}",
+                f"Checkpoint selection on {config.data.valid_split}: {selection.format()}",
                 file=sys.stderr,
             )
         return selection
-    if config.final_model == "best":
+    if config.checkpoint.final_model == "best":
         if has_best:
             average_checkpoints(model, [best_path])
             print(f"Final model: {best_path}", file=sys.stderr)
@@ -333,9 +314,9 @@ def evaluation(config, translator, splits, paths, output_dir):
     scores = score_files(
         paths["translations"],
         test_files[1],
-        config.metrics,
-        language=config.target_language,
-        lowercase=config.vocabulary_lowercase,
+        config.validation.metrics,
+        language=config.data.target_language,
+        lowercase=config.data.vocabulary_lowercase,
     )
     paths["scores"] = os.path.join(output_dir, "scores.json")
     with atomic_output(paths["scores"], "w") as file:
@@ -355,9 +336,7 @@ def export(config, model, tokenizer, sources, paths, output_dir):
         model,
         tokenizer,
         os.path.join(output_dir, "saved_model"),
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
+        config.decoding,
         overwrite=True,
     )
     return _translate_with_saved_model(paths["saved_model"], sources[:NUM_EXAMPLES])

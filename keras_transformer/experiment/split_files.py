@@ -4,11 +4,11 @@ import os
 import typing
 
 
-def split_paths(config, split, data_dir):
+def split_paths(data, split, data_dir):
     """`(source_path, target_path)` of a split name or path prefix.
 
     Args:
-        config: an `ExperimentConfig`; its languages name the files.
+        data: a `DataConfig`; its languages name the files.
         split: str, a split name (looked up in `data_dir`) or a path prefix.
         data_dir: str or None, the folder of the split files.
 
@@ -17,7 +17,7 @@ def split_paths(config, split, data_dir):
     """
     prefix = split if os.sep in split or "/" in split else os.path.join(data_dir or "", split)
     return tuple(
-        f"{prefix}.{language}" for language in (config.source_language, config.target_language)
+        f"{prefix}.{language}" for language in (data.source_language, data.target_language)
     )
 
 
@@ -34,7 +34,7 @@ def check_files(paths, split):
 class SplitFiles(typing.NamedTuple):
     """The `(source, target)` files of each split a run reads, all of them existing.
 
-    `SplitFiles.find(config, data_dir, valid)` looks every file up and checks
+    `SplitFiles.find(data, data_dir, valid)` looks every file up and checks
     it, so the run reads no path it has not checked.
     """
 
@@ -43,11 +43,11 @@ class SplitFiles(typing.NamedTuple):
     test: tuple
 
     @classmethod
-    def find(cls, config, data_dir, valid):
-        """The split files of `config` in `data_dir`, checked.
+    def find(cls, data, data_dir, valid):
+        """The split files of `data` in `data_dir`, checked.
 
         Args:
-            config: an `ExperimentConfig`.
+            data: a `DataConfig`.
             data_dir: str or None, the folder of the split files (None: every
                 split must be a path prefix).
             valid: bool, whether the run reads the valid split.
@@ -58,14 +58,14 @@ class SplitFiles(typing.NamedTuple):
         Raises:
             FileNotFoundError: a split's file does not exist.
         """
-        test = split_paths(config, config.test_split, data_dir)
+        test = split_paths(data, data.test_split, data_dir)
         check_files(test, "test")
         train = None
-        if config.tfds_name is None:
-            train = split_paths(config, config.train_split, data_dir)
+        if data.tfds_name is None:
+            train = split_paths(data, data.train_split, data_dir)
             check_files(train, "training")
         valid_files = None
         if valid:
-            valid_files = split_paths(config, config.valid_split, data_dir)
+            valid_files = split_paths(data, data.valid_split, data_dir)
             check_files(valid_files, "valid")
         return cls(train, valid_files, test)

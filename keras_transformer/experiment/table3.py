@@ -1,6 +1,5 @@
 """Paper Table 3: variations of the base model, trained alike, compared on dev."""
 
-import dataclasses
 import os
 
 from keras_transformer.models.presets import PRESETS
@@ -22,7 +21,7 @@ def run_table3(config, variants=TABLE3_VARIANTS):
     WMT14 en-de and reports newstest2013 perplexity (per word-piece) and BLEU.
 
     Args:
-        config: an `ExperimentConfig`; `preset` and `output_dir` are set per variant.
+        config: an `ExperimentConfig`; its model preset and `output_dir` are set per variant.
         variants: preset names (see `keras_transformer.models.PRESETS`).
 
     Returns:
@@ -34,15 +33,13 @@ def run_table3(config, variants=TABLE3_VARIANTS):
     for name in variants:
         if name not in PRESETS:
             raise ValueError(f"Unknown variant {name!r}. Expected some of {list(PRESETS)}.")
-        result = run_experiment(
-            dataclasses.replace(
-                config,
-                preset=name,
-                output_dir=os.path.join(config.output_dir, name),
-                evaluate_valid=True,
-                export=False,
-            )
+        variant = config.replace(
+            output_dir=os.path.join(config.output_dir, name),
+            model={"preset": name},
+            validation={"evaluate_valid": True},
+            export=False,
         )
+        result = run_experiment(variant)
         model = result.model_config
         preset = PRESETS[name]
         rows.append(
@@ -55,8 +52,7 @@ def run_table3(config, variants=TABLE3_VARIANTS):
                 "d_k": model["key_dim"] or model["d_model"] // model["num_heads"],
                 "d_v": model["value_dim"] or model["d_model"] // model["num_heads"],
                 "P_drop": model["dropout"],
-                "eps_ls": preset.label_smoothing if config.label_smoothing is None
-                else config.label_smoothing,
+                "eps_ls": variant.label_smoothing(),
                 "pos": model["position_embedding"],
                 "params": f"{result.num_parameters / 1e6:.1f}M",
                 "paper": preset.paper_params_millions or "",

@@ -16,50 +16,45 @@ from keras_transformer.experiment.input_checks import check_valid_settings  # no
 from keras_transformer.text import ParallelCorpus
 
 
-def config_translator(config, model, tokenizer, search="beam"):
-    """A `Translator` with the run's decoding settings (paper 6.1 by default)."""
-    return Translator(
-        model,
-        tokenizer,
-        beam_size=config.beam_size,
-        alpha=config.alpha,
-        max_extra_length=config.max_extra_length,
-        search=search,
-    )
-
-
-def validation_callback(config, valid, model, tokenizer, output_dir, start):
+def validation_callback(
+    validation, decoding, valid, model, tokenizer, *, output_dir, start, verbose, lowercase, monitor
+):
     """The `ValidationCallback` of the run, or None when it does not validate.
 
     Args:
-        config: the run's `ExperimentConfig`.
+        validation: the run's `ValidationConfig`.
+        decoding: the run's `DecodingConfig` (the search is `valid_search`).
         valid: `(corpus, batches)` of `valid_batches`, or None.
         model: the model trained.
         tokenizer: the run's `SubwordTokenizer`.
         output_dir: str, where the validation log and best checkpoint go.
-        start: int, the step training starts from.
+        start: int, the batches trained on before this `fit`.
+        verbose: bool, a line per validation on stderr.
+        lowercase: bool, BLEU ignores case (a case-folded vocabulary).
+        monitor: the run's `TrainingMonitor` (told the time validations take), or None.
 
     Returns:
         A `ValidationCallback`, or None.
     """
-    if not (config.validate and valid is not None):
+    if not (validation.validate and valid is not None):
         return None
     corpus, batches = valid
-    count = min(config.valid_max_sentences, len(corpus.sources))
-    translator = config_translator(config, model, tokenizer, search=config.valid_search)
+    count = min(validation.valid_max_sentences, len(corpus.sources))
+    translator = Translator(model, tokenizer, decoding, search=validation.valid_search)
     return ValidationCallback(
         translator,
         list(corpus.sources[:count]),
         list(corpus.targets[:count]),
         batches,
-        every_steps=config.validate_every_steps,
+        every_steps=validation.validate_every_steps,
         log_dir=output_dir,
         best_dir=os.path.join(output_dir, "checkpoints"),
-        best_metric=config.best_metric,
-        patience=config.patience,
+        best_metric=validation.best_metric,
+        patience=validation.patience,
         start_step=start,
-        verbose=bool(config.verbose),
-        lowercase=config.vocabulary_lowercase,
+        verbose=verbose,
+        monitor=monitor,
+        lowercase=lowercase,
     )
 
 
@@ -72,11 +67,11 @@ def tokenizer_ids(tokenizer):
     return {name: getattr(tokenizer, name) for name in ("pad_id", "bos_id", "eos_id")}
 
 
-def valid_batches(config, paths, tokenizer):
+def valid_batches(data, paths, tokenizer):
     """The valid split, read once, and its batches (one pass, unshuffled).
 
     Args:
-        config: the run's `ExperimentConfig` (batching settings).
+        data: the run's `DataConfig` (batching settings).
         paths: the valid split's `(source, target)` files (`SplitFiles.valid`).
         tokenizer: the run's `SubwordTokenizer`.
 
@@ -87,8 +82,8 @@ def valid_batches(config, paths, tokenizer):
     batches = make_translation_dataset(
         corpus,
         tokenizer,
-        token_budget=config.token_budget,
-        **config.pipeline_overrides,
+        token_budget=data.token_budget,
+        **data.pipeline_overrides,
         shuffle=False,
         repeat=False,
         **tokenizer_ids(tokenizer),
@@ -108,11 +103,11 @@ def select_on_valid(config, valid, model, checkpoint, validation, has_best):
         latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern),
         config.checkpoints_averaged(),
         # Asked to keep more than it averages: the average of them all is a candidate too.
-        average_all=config.keep_checkpoints is not None,
+        average_all=config.checkpoint.keep_checkpoints is not None,
     )
     if has_best:
         candidates["best"] = [validation.best_path]
-    if config.select_metric == "bleu":
+    if config.validation.select_metric == "bleu":
         return select_checkpoint(
             model,
             candidates,

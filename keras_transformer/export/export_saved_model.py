@@ -11,7 +11,8 @@ import tensorflow as tf
 import tensorflow_text
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_transformer import __version__
+from keras_transformer import backend
+from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.export.run_export_command import run_export_command
 from keras_transformer.export.save_translation_model import save_translation_model
 from keras_transformer.export.translation_module import (
@@ -19,7 +20,7 @@ from keras_transformer.export.translation_module import (
     TEXT_SIGNATURE,
     TranslationModule,
 )
-from keras_transformer.utils.numeric_settings import check_decoding_settings
+from keras_transformer.version import __version__
 
 SETTINGS_FILE = "translation_settings.json"
 SIGNATURES = {
@@ -43,42 +44,27 @@ SIGNATURES = {
 
 
 def default_max_source_length(config, max_extra_length):
-    """The source length a served model keeps: `config.max_position` ids.
-
-    With learned positions (Table 3 row E) decoder positions must stay below
-    `max_position` too, so sources keep `max_position - max_extra_length - 1`.
-    """
-    if config.position_embedding == "learned":
-        return config.max_position - max_extra_length - 1
-    return config.max_position
+    """The source length a served model keeps (`DecodingConfig.source_length_limit`)."""
+    return DecodingConfig(max_extra_length=max_extra_length).source_length_limit(config)
 
 
-def check_max_source_length(config, max_extra_length, max_source_length):
-    """Raises `ValueError` if learned positions cannot reach `max_source_length` sources.
-
-    With learned positions, sources of `max_source_length` ids and outputs
-    `max_extra_length` longer must fit in `config.max_position`; sinusoidal
-    positions have no limit.
-    """
-    limit = default_max_source_length(config, max_extra_length)
-    if config.position_embedding == "learned" and max_source_length > limit:
+def _served_settings(model, tokenizer, decoding):
+    """The settings the served graph decodes with, as `translation_settings.json` lists them."""
+    if decoding.num_results != 1:
         raise ValueError(
-            f"With learned positions (max_position={config.max_position}) and "
-            f"max_extra_length={max_extra_length}, `max_source_length` must be <= {limit}. "
-            f"Received: {max_source_length}"
+            "A SavedModel serves one translation per sentence. "
+            f"Received: num_results={decoding.num_results}"
         )
-
-
-def _check_arguments(model, tokenizer, beam_size, alpha, max_extra_length, max_source_length):
-    check_decoding_settings(
-        beam_size=beam_size,
-        alpha=alpha,
-        max_extra_length=max_extra_length,
-        max_source_length=max_source_length,
-    )
-    check_max_source_length(model.config, max_extra_length, max_source_length)
     if not getattr(tokenizer, "has_vocabulary", False):
         raise ValueError("`tokenizer` has no SentencePiece model (no vocabulary).")
+    return {
+        "beam_size": decoding.beam_size,
+        "alpha": float(decoding.alpha),
+        "length_penalty_rule": decoding.length_penalty_rule,
+        "max_extra_length": decoding.max_extra_length,
+        "max_source_length": decoding.kept_source_length(model.config),
+        "batch_tokens": decoding.batch_tokens,
+    }
 
 
 def _settings(model, tokenizer, **decoding):
@@ -142,13 +128,10 @@ def export_saved_model(
     model,
     tokenizer,
     path,
+    decoding=None,
     *,
-    beam_size=4,
-    alpha=0.6,
-    max_extra_length=50,
-    max_source_length=None,
     overwrite=False,
-    length_penalty_rule="gnmt",
+    **settings,
 ):
     """Writes a SavedModel that translates strings: tokenize, beam search, detokenize.
 
@@ -165,8 +148,8 @@ def export_saved_model(
       last id) and without EOS -> `token_ids` int32 [batch, length] (padded
       likewise, no EOS), `scores`, `truncated`.
 
-    Translations equal `Translator(model, tokenizer, beam_size=...,
-    alpha=..., max_extra_length=..., max_source_length=...).translate`.
+    Translations equal `Translator(model, tokenizer, decoding).translate`
+    with the served `max_source_length`.
     Invalid UTF-8 is replaced by U+FFFD; blank sentences give `""` and score
     0.0; sources longer than `max_source_length` ids (EOS included) are cut
     and flagged in `truncated`; an empty batch gives empty outputs. The
@@ -189,16 +172,16 @@ def export_saved_model(
         path: str or path-like, the directory to create, e.g.
             `serving/translator/1` (TF Serving wants a numbered version
             directory under the model's base path).
-        beam_size: int. Paper: 4.
-        alpha: float. Length penalty exponent; paper: 0.6.
-        max_extra_length: int. Output tokens beyond the source length;
-            paper: 50.
-        max_source_length: int or None. Source ids kept, EOS included;
-            None: `default_max_source_length` (`config.max_position`, 512
-            by default).
+        decoding: a `DecodingConfig`; None for the paper's settings (6.1:
+            beam 4, alpha 0.6, 50 extra tokens). Its `max_source_length`
+            None keeps `DecodingConfig.source_length_limit` ids
+            (`config.max_position`, 512 by default); the served model gives
+            one translation per sentence (`num_results` 1) and splits a
+            request into sub-batches of at most `batch_tokens` source ids
+            (`batch_size` does not apply).
         overwrite: bool. Replace an existing `path`.
-        length_penalty_rule: "gnmt" (paper: `((5 + length) / 6) ** alpha`)
-            or "average" (`length ** alpha`, transformers' `length_penalty`).
+        **settings: single `DecodingConfig` fields (e.g. `beam_size=5`),
+            applied over `decoding`.
 
     Returns:
         str, `path`.
@@ -209,20 +192,13 @@ def export_saved_model(
     docker run -p 8501:8501 -v "$PWD/serving/translator:/models/translator" \\
         -e MODEL_NAME=translator tensorflow/serving:<version>
     """
-    if max_source_length is None:
-        max_source_length = default_max_source_length(model.config, max_extra_length)
-    _check_arguments(model, tokenizer, beam_size, alpha, max_extra_length, max_source_length)
+    decoding = _served_settings(
+        model, tokenizer, DecodingConfig.from_settings(decoding, **settings)
+    )
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"Export directory already exists: {path} (pass overwrite=True).")
-    decoding = {
-        "beam_size": beam_size,
-        "alpha": float(alpha),
-        "length_penalty_rule": length_penalty_rule,
-        "max_extra_length": max_extra_length,
-        "max_source_length": max_source_length,
-    }
-    if keras.backend.backend() != "tensorflow":
+    if not backend.is_tensorflow():
         return _export_in_tensorflow_process(model, tokenizer, path, decoding, overwrite)
     if not model.built:
         model.build()
@@ -231,7 +207,7 @@ def export_saved_model(
     temporary = os.path.join(parent, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     os.mkdir(temporary)  # a dot name: TF Serving only loads numbered directories
     try:
-        module = TranslationModule(model, tokenizer, **decoding)
+        module = TranslationModule(model, tokenizer, DecodingConfig(**decoding))
         with tempfile.TemporaryDirectory() as directory:
             settings_path = os.path.join(directory, SETTINGS_FILE)
             with open(settings_path, "w", encoding="utf-8") as file:

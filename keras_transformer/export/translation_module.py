@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from keras_transformer.decoding.beam_search import build_beam_search
+from keras_transformer.decoding.decoding_config import DecodingConfig
 
 # Python's `str.isspace` characters, in RE2 syntax: a row matching this (empty
 # included) is blank and translates to "" without decoding, as in `Translator`.
@@ -41,19 +42,16 @@ class TranslationModule(tf.Module):
         model: a built `Seq2SeqTransformer` on the TensorFlow backend.
         tokenizer: its `SubwordTokenizer` or `JointVocabularyTokenizer`
             (`tf_trackable` gives the graph's tokenize and detokenize).
-        beam_size: int. Paper: 4.
-        alpha: float. Length penalty exponent; paper: 0.6.
-        length_penalty_rule: "gnmt" (paper) or "average" (`length ** alpha`);
-            see `build_beam_search`.
-        max_extra_length: int. Output tokens beyond the source length; paper: 50.
-        max_source_length: int. Source ids kept per row, EOS included.
-        batch_tokens: int. Upper bound on rows x padded source length of a
-            sub-batch (as `Translator`'s).
+        decoding: a `DecodingConfig` (None: the paper's settings): beam
+            size, alpha and rule, extra length, `max_source_length` (None:
+            `DecodingConfig.source_length_limit`) and `batch_tokens`, the
+            upper bound on rows x padded source length of a sub-batch (as
+            `Translator`'s).
+        **settings: single `DecodingConfig` fields, applied over `decoding`.
 
     Example:
 
-    >>> module = TranslationModule(model, tokenizer, beam_size=4, alpha=0.6,
-    ...                            max_extra_length=50, max_source_length=512)
+    >>> module = TranslationModule(model, tokenizer, DecodingConfig(max_source_length=512))
     >>> module.translate(tf.constant(["A dog runs."]))["translations"]
     """
 
@@ -61,24 +59,18 @@ class TranslationModule(tf.Module):
         self,
         model,
         tokenizer,
-        *,
-        beam_size,
-        alpha,
-        max_extra_length,
-        max_source_length,
-        batch_tokens=4096,
-        length_penalty_rule="gnmt",
+        decoding=None,
+        **settings,
     ):
         super().__init__(name="translation_module")
-        if batch_tokens < 1:
-            raise ValueError(f"`batch_tokens` must be >= 1. Received: {batch_tokens}")
-        self._batch_tokens = batch_tokens
-        self._max_extra_length = max_extra_length
+        decoding = DecodingConfig.from_settings(decoding, **settings)
+        self._batch_tokens = decoding.batch_tokens
+        self._max_extra_length = decoding.max_extra_length
         config = model.config
         self._pad_id = config.pad_id
         self._eos_id = tokenizer.eos_id
         self._source_vocabulary_size = config.source_vocabulary_size or config.vocabulary_size
-        self._max_source_length = max_source_length
+        self._max_source_length = decoding.kept_source_length(config)
         # The state the graphs read, tracked for saving: the model's weights and
         # the tokenizer's resources (SentencePiece models, lookup tables). The Keras
         # objects (and their training code) are not kept.
@@ -88,10 +80,10 @@ class TranslationModule(tf.Module):
             model,
             bos_id=tokenizer.bos_id,
             eos_id=tokenizer.eos_id,
-            beam_size=beam_size,
-            alpha=alpha,
-            length_penalty_rule=length_penalty_rule,
-            max_extra_length=max_extra_length,
+            beam_size=decoding.beam_size,
+            alpha=decoding.alpha,
+            length_penalty_rule=decoding.length_penalty_rule,
+            max_extra_length=decoding.max_extra_length,
         )
         # A plain closure: a `tf.function` attribute would be saved as one more function.
         self._beam_search = lambda source: search(source)

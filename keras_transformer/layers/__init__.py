@@ -7,6 +7,8 @@ from keras_transformer.utils.lazy_exports import lazy_exports
 __all__ = lazy_exports(
     __name__,
     {
+        "CachedAttention": "cached_attention",
+        "DecodingCache": "decoding_cache",
         "Dropout": "dropout",
         "FeedForward": "feed_forward",
         "LayerNormalization": "layer_normalization",

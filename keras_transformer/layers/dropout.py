@@ -74,7 +74,7 @@ def torch_generator_dropout(inputs, rate, seed):
     import torch
 
     # A generator cannot be traced by torch.compile (as in Keras' own torch random ops).
-    generator = torch._dynamo.disable(_torch_generator)(seed, inputs.device)
+    generator = torch.compiler.disable(_torch_generator)(seed, inputs.device)
     keep = 1.0 - rate
     mask = torch.empty_like(inputs).bernoulli_(keep, generator=generator).div_(keep)
     return inputs * mask

@@ -8,6 +8,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import backend
+from keras_transformer.layers.cached_attention import CachedAttention
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import add_bias
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
@@ -16,7 +17,7 @@ from keras_transformer.layers.utils import clone_initializer, current_thread_val
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(CachedAttention):
     """Multi-head attention with a key/value cache for incremental decoding.
 
     Implements `MultiHead(Q, K, V) = Concat(head_1..head_h) W^O` with
@@ -34,6 +35,11 @@ class MultiHeadAttention(keras.layers.Layer):
     matmuls: self-attention projects Q, K and V with one matmul through the
     concatenated kernels, cross-attention K and V with another, and
     `1 / sqrt(d_k)` is folded into the query kernel.
+
+    Its decoding cache keeps the contract of `CachedAttention` ("Cache
+    contract"): `initial_cache` gives the growing self-attention
+    `(key, value)` buffers, `compute_key_value` the fixed cross-attention
+    keys and values.
 
     Args:
         num_heads: int. Number of heads `h`.
@@ -171,8 +177,19 @@ class MultiHeadAttention(keras.layers.Layer):
         self.dropout_layer = Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
 
+    def initial_cache(self, rows, max_length):
+        """Empty self-attention `(key, value)` buffers (the growing cache).
+
+        Returns (rows, num_heads, max_length, key_dim) and
+        (rows, num_heads, max_length, value_dim) zeros in the compute dtype.
+        """
+        return tuple(
+            ops.zeros((rows, self.num_heads, max_length, dim), dtype=self.compute_dtype)
+            for dim in (self.key_dim, self.value_dim)
+        )
+
     def compute_key_value(self, key_value):
-        """Projects `key_value` once, for a static cross-attention cache.
+        """Projects `key_value` once, for a static cross-attention cache (the fixed cache).
 
         Returns `(key, value)` of shapes (batch, num_heads, key_len, key_dim)
         and (batch, num_heads, key_len, value_dim).

@@ -59,8 +59,8 @@ class ResidualBlock(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.attention_initializer = attention_initializer
 
-    def _attention(self, name):
-        return MultiHeadAttention(
+    def _attention(self, name, layer_class=MultiHeadAttention):
+        return layer_class(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             value_dim=self.value_dim,

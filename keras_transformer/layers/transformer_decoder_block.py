@@ -2,7 +2,9 @@
 
 import keras
 
+from keras_transformer.layers.cached_attention import CachedAttention
 from keras_transformer.layers.masks import key_padding_attention_mask
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.residual_block import ResidualBlock
 
 
@@ -19,7 +21,16 @@ class TransformerDecoderBlock(ResidualBlock):
     No decoder padding mask is needed: padding is at the end, and the causal
     mask already keeps real positions from attending to it.
 
-    Its constructor takes the arguments of `TransformerEncoderBlock`.
+    Its constructor takes the arguments of `TransformerEncoderBlock`, and:
+
+    Args:
+        self_attention: the class of the masked self-attention layer, or its
+            registered name (`keras.saving.get_registered_name`): a
+            `CachedAttention` subclass, built with `MultiHeadAttention`'s
+            arguments (`num_heads`, `key_dim`, `value_dim`, `dropout`,
+            `use_bias`, `kernel_initializer`, `bias_initializer`, `dtype`,
+            `name`) and keeping its cache contract. `None` (default): the
+            paper's `MultiHeadAttention`.
 
     Call arguments:
         sequence: (batch, length, d_model) decoder input.
@@ -27,9 +38,11 @@ class TransformerDecoderBlock(ResidualBlock):
             May be `None` when `cross_attention_cache` is given.
         encoder_padding_mask: optional boolean (batch, source_length), `True`
             at real source tokens.
-        self_attention_cache: optional `(key, value)` buffers of shapes
-            (batch, heads, max_length, key_dim) and
-            (batch, heads, max_length, value_dim), filled up to `cache_index`.
+        self_attention_cache: optional growing cache of the self-attention
+            (its `initial_cache`, or the one a previous call returned), filled
+            up to `cache_index`: for `MultiHeadAttention`, `(key, value)`
+            buffers of shapes (batch, heads, max_length, key_dim) and
+            (batch, heads, max_length, value_dim).
         cross_attention_cache: optional `(key, value)` of the encoder output,
             from `cross_attention.compute_key_value(encoder_sequence)`. It
             (and `encoder_padding_mask`) may have one row per `g` consecutive
@@ -53,9 +66,26 @@ class TransformerDecoderBlock(ResidualBlock):
     (2, 5, 512)
     """
 
+    def __init__(self, *args, self_attention=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if isinstance(self_attention, str):
+            name = self_attention
+            self_attention = keras.saving.get_registered_object(name)
+            if self_attention is None:
+                raise ValueError(
+                    f"`self_attention` names no registered Keras class. Received: {name!r}"
+                )
+        if self_attention is not None and not (
+            isinstance(self_attention, type) and issubclass(self_attention, CachedAttention)
+        ):
+            raise TypeError(
+                f"`self_attention` must be a CachedAttention subclass. Received: {self_attention!r}"
+            )
+        self.self_attention_class = self_attention or MultiHeadAttention
+
     def build(self, sequence_shape, encoder_sequence_shape=None):
         encoder_sequence_shape = encoder_sequence_shape or sequence_shape
-        self.self_attention = self._attention("self_attention")
+        self.self_attention = self._attention("self_attention", self.self_attention_class)
         self.self_attention.build(sequence_shape)
         self.self_attention_norm, self.self_attention_dropout = self._norm_and_dropout(
             "self_attention", sequence_shape
@@ -132,3 +162,9 @@ class TransformerDecoderBlock(ResidualBlock):
         if return_attention_scores:
             results += ({"self_attention": self_weights, "cross_attention": cross_weights},)
         return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        config = super().get_config()
+        if self.self_attention_class is not MultiHeadAttention:
+            config["self_attention"] = keras.saving.get_registered_name(self.self_attention_class)
+        return config

@@ -5,11 +5,13 @@ import contextlib
 import keras
 from keras import ops
 
+from keras_transformer.layers.decoding_cache import DecodingCache
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import dense_matmul
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
@@ -39,6 +41,11 @@ class Seq2SeqTransformer(keras.Model):
 
     Args:
         config: a `TransformerConfig` (or its dict form).
+        decoder_self_attention: the class of the decoder's masked
+            self-attention (or its registered name), a
+            `keras_transformer.layers.CachedAttention` subclass keeping its
+            cache contract; see `TransformerDecoderBlock`. `None` (default):
+            the paper's `MultiHeadAttention`.
         **kwargs: base `keras.Model` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -58,7 +65,7 @@ class Seq2SeqTransformer(keras.Model):
     >>> model.fit(dataset)  # ({"encoder_token_ids", "decoder_token_ids"}, labels)
     """
 
-    def __init__(self, config, **kwargs):
+    def __init__(self, config, decoder_self_attention=None, **kwargs):
         kwargs.setdefault("name", "seq2seq_transformer")
         super().__init__(**kwargs)
         if isinstance(config, dict):
@@ -133,7 +140,9 @@ class Seq2SeqTransformer(keras.Model):
             for i in range(c.num_layers)
         ]
         self.decoder_blocks = [
-            TransformerDecoderBlock(**block_args, name=f"decoder_block_{i}")
+            TransformerDecoderBlock(
+                **block_args, self_attention=decoder_self_attention, name=f"decoder_block_{i}"
+            )
             for i in range(c.num_layers)
         ]
         self.encoder_final_norm = self.decoder_final_norm = None
@@ -305,31 +314,26 @@ class Seq2SeqTransformer(keras.Model):
                 one copy of the cross-attention keys and values.
 
         Returns:
-            A dict of tensors: `"self_key"`, `"self_value"` (tuples, one
-            (batch * rows_per_source, heads, max_length, head_dim) entry per
-            decoder block: beam search reorders their rows), `"cross_key"`,
-            `"cross_value"` (tuples of (batch, heads, source_length, head_dim))
-            and `"encoder_padding_mask"` (batch, source_length).
+            A `DecodingCache` built by the layers' cache contract
+            (`keras_transformer.layers.CachedAttention`): `growing` holds one
+            entry per decoder block, its self-attention's `initial_cache`
+            (batch * rows_per_source rows; beam search reorders them);
+            `fixed` is a dict of `"cross_attention"`, one entry per block, its
+            cross-attention's `compute_key_value` of the encoder output
+            (batch rows), and `"encoder_padding_mask"` (batch, source_length).
         """
         self._ensure_built()
-        batch_size = ops.shape(encoder_outputs)[0] * rows_per_source
-        c = self.config
-
-        def buffers(head_dim):
-            shape = (batch_size, c.num_heads, max_length, head_dim)
-            return tuple(ops.zeros(shape, dtype=self.compute_dtype) for _ in self.decoder_blocks)
-
-        cross = [
-            block.cross_attention.compute_key_value(encoder_outputs)
-            for block in self.decoder_blocks
-        ]
-        return {
-            "self_key": buffers(c.head_key_dim),
-            "self_value": buffers(c.head_value_dim),
-            "cross_key": tuple(key for key, _ in cross),
-            "cross_value": tuple(value for _, value in cross),
-            "encoder_padding_mask": padding_mask(encoder_token_ids, c.pad_id),
-        }
+        rows = ops.shape(encoder_outputs)[0] * rows_per_source
+        blocks = self.decoder_blocks
+        return DecodingCache(
+            growing=tuple(block.self_attention.initial_cache(rows, max_length) for block in blocks),
+            fixed={
+                "cross_attention": tuple(
+                    block.cross_attention.compute_key_value(encoder_outputs) for block in blocks
+                ),
+                "encoder_padding_mask": padding_mask(encoder_token_ids, self.config.pad_id),
+            },
+        )
 
     @contextlib.contextmanager
     def fixed_decoder_weights(self):
@@ -360,7 +364,8 @@ class Seq2SeqTransformer(keras.Model):
         Args:
             decoder_token_ids: int (batch, steps), usually steps = 1: the
                 tokens at positions `index, ..., index + steps - 1`.
-            cache: the dict from `initialize_cache` (or a previous `decode`).
+            cache: the `DecodingCache` from `initialize_cache` (or a previous
+                `decode`).
             index: int or scalar int tensor, the position of the first token.
 
         Returns:
@@ -369,19 +374,19 @@ class Seq2SeqTransformer(keras.Model):
         """
         self._ensure_built()
         sequence = self._embed_target(decoder_token_ids, start_index=index)
-        self_keys, self_values = [], []
-        for i, block in enumerate(self.decoder_blocks):
-            sequence, (key, value) = block(
+        growing = []
+        for block, block_cache, cross_cache in zip(
+            self.decoder_blocks, cache.growing, cache.fixed["cross_attention"], strict=True
+        ):
+            sequence, block_cache = block(
                 sequence,
-                encoder_padding_mask=cache["encoder_padding_mask"],
-                self_attention_cache=(cache["self_key"][i], cache["self_value"][i]),
-                cross_attention_cache=(cache["cross_key"][i], cache["cross_value"][i]),
+                encoder_padding_mask=cache.fixed["encoder_padding_mask"],
+                self_attention_cache=block_cache,
+                cross_attention_cache=cross_cache,
                 cache_index=index,
             )
-            self_keys.append(key)
-            self_values.append(value)
-        cache = {**cache, "self_key": tuple(self_keys), "self_value": tuple(self_values)}
-        return self._logits(sequence), cache
+            growing.append(block_cache)
+        return self._logits(sequence), DecodingCache(tuple(growing), cache.fixed)
 
     def attention_weights(self, inputs):
         """Attention weights of every layer, for figures like the paper's 3-5.
@@ -436,6 +441,9 @@ class Seq2SeqTransformer(keras.Model):
     def get_config(self):
         config = super().get_config()
         config["config"] = self.config.to_dict()
+        self_attention = self.decoder_blocks[0].self_attention_class
+        if self_attention is not MultiHeadAttention:
+            config["decoder_self_attention"] = keras.saving.get_registered_name(self_attention)
         return config
 
     @classmethod

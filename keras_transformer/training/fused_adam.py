@@ -6,7 +6,7 @@ from keras_transformer import backend, compat
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class FusedAdam(keras.optimizers.Adam):
+class FusedAdam(compat.TorchAdamUpdateAll, keras.optimizers.Adam):
     """`keras.optimizers.Adam` whose TensorFlow update is one kernel per variable.
 
     Paper 5.3 trains with Adam. Keras' `Adam.update_step` is written with
@@ -25,7 +25,8 @@ class FusedAdam(keras.optimizers.Adam):
     clipping, gradient accumulation, loss scaling and the distribution
     strategies, under which the update runs per replica as Keras' own does.
     On PyTorch the update is Keras' own for `Adam` there: all variables at
-    once through `torch._foreach_*` kernels. On JAX, in XLA-compiled
+    once through `torch._foreach_*` kernels (`compat.TorchAdamUpdateAll`,
+    since Keras gives it to `Adam` alone, not a subclass). On JAX, in XLA-compiled
     TensorFlow functions (XLA fuses Keras' ops), on a GPU or TPU, with
     `amsgrad`, and for sparse (`IndexedSlices`) gradients, Keras' update
     runs unchanged.
@@ -42,12 +43,6 @@ class FusedAdam(keras.optimizers.Adam):
 
     def __init__(self, *args, name="adam", **kwargs):
         super().__init__(*args, name=name, **kwargs)
-
-    def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        # Keras gives plain `Adam` on torch an update of all variables at once; a subclass
-        # would get the per-variable loop.
-        if not backend.adam_update_all(self, grads, trainable_variables, learning_rate):
-            super()._backend_update_step(grads, trainable_variables, learning_rate)
 
     def update_step(self, gradient, variable, learning_rate):
         if not self._runs_fused(gradient):

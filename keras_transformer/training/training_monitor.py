@@ -7,6 +7,7 @@ import time
 import keras
 from keras import ops
 
+from keras_transformer import compat
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.csv_log import append_log_row, last_value, truncate_log
 from keras_transformer.training.divergence_watch import DivergenceWatch
@@ -237,10 +238,10 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def _last_learning_rate(self):
         optimizer = inner_optimizer(self.model.optimizer)
-        rate = optimizer._learning_rate
-        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        schedule = compat.learning_rate_schedule(optimizer)
+        if schedule is not None:
             # The rate of the update just applied, not of the next one.
-            return float(ops.convert_to_numpy(rate(self._counter.batches - 1)))
+            return float(ops.convert_to_numpy(schedule(self._counter.batches - 1)))
         return float(ops.convert_to_numpy(optimizer.learning_rate))
 
     def _write(self, row):

@@ -121,6 +121,8 @@ def setting(default, help, **metadata):
             `dataclasses.field(default_factory=dict, metadata={"help": ...})`).
         help: str, what the setting does, with the paper section where relevant.
         **metadata: more for the generated command line: `flag` (its name when
-            not `--field-name`, or None for no flag), `choices`, `metavar`.
+            not `--field-name`, or None for no flag), `choices`, `metavar`; for
+            the commands' options also `positional`, `group`, `required`,
+            `aliases`, `nargs` and `const` (`config_arguments._add_argument`).
     """
     return dataclasses.field(default=default, metadata={"help": help, **metadata})

@@ -96,14 +96,14 @@ class RunDirectory:
     def reference_file(self, hypotheses):
         """The reference of `NAME.hyp`: NAME in the run's data folder.
 
-        The data folder is `config.json`'s `data_dir` (top level or under
-        `"experiment"`) if the run has one, else `RUN/data`.
+        The data folder is `config.json`'s `data_dir` (top level, or in the
+        run's data settings) if the run has one, else `RUN/data`.
         """
         name = os.path.basename(hypotheses).removesuffix(HYPOTHESES_SUFFIX)
         settings = self.settings() or {}
         folders = [
             section.get("data_dir")
-            for section in (settings, settings.get("experiment"))
+            for section in (settings, self.data_settings())
             if isinstance(section, dict)
         ]
         folders = [folder for folder in folders if isinstance(folder, str)] + [self.join(DATA_DIR)]
@@ -114,6 +114,18 @@ class RunDirectory:
         raise ValueError(
             f"{self.path}: the reference {name} is not in {' or '.join(folders)}; pass --references"
         )
+
+    def data_settings(self):
+        """The run's data settings (`DataConfig` fields: languages, splits, vocabulary) as a dict.
+
+        `config.json`'s `experiment.data`, or its flat `experiment` as earlier
+        versions wrote it; {} when the run has no `config.json`.
+        """
+        experiment = (self.settings() or {}).get("experiment")
+        if not isinstance(experiment, dict):
+            return {}
+        data = experiment.get("data")
+        return {**experiment, **data} if isinstance(data, dict) else experiment
 
     def settings(self):
         """The run's `config.json` as a dict, or `None` if the run has none."""

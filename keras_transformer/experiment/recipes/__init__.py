@@ -1,7 +1,8 @@
 """The recipes: named training settings that `keras-transformer train --recipe NAME` runs.
 
 Each recipe is a module of this package holding its settings as `CONFIG`, an
-`ExperimentConfig`; its docstring is its `--help` text. A recipe may also set
+`ExperimentConfig` (one config per concern: data, model, optimization, checkpoints,
+validation, decoding); its docstring is its `--help` text. A recipe may also set
 `LANGUAGE_PAIRS` (the (source, target) pairs it accepts), `REQUIRES_DATA` (True: it has
 no built-in data, so `--data-dir` or `--tfds` is needed) and `main(argv, prog)` (its own
 command line, as table3's `--variants`). The paper's runs change only what the paper

@@ -24,44 +24,55 @@ the training tokens, the same model reaches 40.56 cased sacreBLEU on test_2016_f
 lowercased comparison only.
 """
 
+from keras_transformer.experiment.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.data_config import DataConfig
 from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.experiment.model_settings import ModelSettings
+from keras_transformer.experiment.optimization_config import OptimizationConfig
+from keras_transformer.experiment.validation_config import ValidationConfig
 
 # The "tiny" Transformer of the strongest published text-only baselines (Wu et al., 2021):
 # 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, all embeddings shared, ~8k
 # updates of 4,096 tokens, inverse-square-root rate peaking at 5e-3 after 2,000 steps, last
-# 10 checkpoints averaged. Beam 4 and alpha 0.6 stay the paper's.
+# 10 checkpoints averaged. Beam 4 and alpha 0.6 stay the paper's (the default decoding).
 CONFIG = ExperimentConfig(
     output_dir="runs/multi30k",
-    source_language="en",
-    target_language="de",
-    valid_split="valid",
-    test_split="test_2016_flickr",
-    vocabulary_size=10000,
-    preset="base",
-    model_overrides={
-        "num_layers": 4,
-        "d_model": 128,
-        "num_heads": 4,
-        "intermediate_dim": 256,
-        "dropout": 0.3,
-        # fairseq's q/k/v initialization: with Keras' (each projection its own Xavier
-        # matrix, twice the variance) this post-LN encoder collapses (every position's
-        # output the same vector, uniform encoder-decoder attention) within 100
-        # updates; docs/results.md has the measurements. Pre-LN
-        # (`normalize_first=True`) trains as well with either.
-        "attention_initializer": "xavier_fused_qkv",
-    },
-    token_budget=4096,
-    train_steps=8000,
-    warmup_steps=2000,
-    # Eq. 3 peaks at d_model^-0.5 * warmup^-0.5 = 1.98e-3 here; x2.53 gives the 5e-3 peak.
-    learning_rate_scale=2.53,
-    checkpoint_every_minutes=None,
-    checkpoint_every_steps=150,
-    average_last=10,
-    metrics=("bleu", "chrf", "multi30k_bleu"),
-    evaluate_valid=True,
-    select_on_valid=True,
+    data=DataConfig(
+        source_language="en",
+        target_language="de",
+        valid_split="valid",
+        test_split="test_2016_flickr",
+        vocabulary_size=10000,
+        token_budget=4096,
+    ),
+    model=ModelSettings(
+        preset="base",
+        model_overrides={
+            "num_layers": 4,
+            "d_model": 128,
+            "num_heads": 4,
+            "intermediate_dim": 256,
+            "dropout": 0.3,
+            # fairseq's q/k/v initialization: with Keras' (each projection its own Xavier
+            # matrix, twice the variance) this post-LN encoder collapses (every position's
+            # output the same vector, uniform encoder-decoder attention) within 100
+            # updates; docs/results.md has the measurements. Pre-LN
+            # (`normalize_first=True`) trains as well with either.
+            "attention_initializer": "xavier_fused_qkv",
+        },
+    ),
+    optimization=OptimizationConfig(
+        train_steps=8000,
+        warmup_steps=2000,
+        # Eq. 3 peaks at d_model^-0.5 * warmup^-0.5 = 1.98e-3 here; x2.53 gives the 5e-3 peak.
+        learning_rate_scale=2.53,
+    ),
+    checkpoint=CheckpointConfig(
+        checkpoint_every_minutes=None, checkpoint_every_steps=150, average_last=10
+    ),
+    validation=ValidationConfig(
+        metrics=("bleu", "chrf", "multi30k_bleu"), evaluate_valid=True, select_on_valid=True
+    ),
 )
 
 # The pairs the recipe"s data has: Multi30k"s English-German and English-French.

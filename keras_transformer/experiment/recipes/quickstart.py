@@ -12,34 +12,48 @@ line-aligned files instead.
         --max-steps 3000
 """
 
+from keras_transformer.experiment.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.data_config import DataConfig
 from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.experiment.model_settings import ModelSettings
+from keras_transformer.experiment.optimization_config import OptimizationConfig
+from keras_transformer.experiment.validation_config import ValidationConfig
 
 # The README's first command: the generated corpus and a small model, minutes on a CPU.
 CONFIG = ExperimentConfig(
     output_dir="runs/quickstart",
-    data_dir=None,
-    synthetic_sizes=(20000, 500, 500),
-    vocabulary_size=1000,
-    preset="base",
-    # No dropout (paper: 0.1): the generated corpus has no noise to overfit in 650 steps,
-    # and without it the model learns the task in fewer of them.
-    model_overrides={
-        "num_layers": 2,
-        "d_model": 128,
-        "num_heads": 4,
-        "intermediate_dim": 512,
-        "dropout": 0.0,
-    },
-    token_budget=4096,
-    # 6.5 passes over the 20,000 pairs, about 5 minutes on 2 CPU cores without AVX-512;
-    # BLEU about 98 on the 500 test sentences (docs/results.md).
-    train_steps=650,
-    # The paper's schedule with a warmup scaled to the short run (paper: 4,000 of 100,000).
-    warmup_steps=325,
-    checkpoint_every_minutes=None,
-    checkpoint_every_steps=50,
-    average_last=5,
-    # Validation (greedy BLEU on 200 valid sentences) every 250 steps, not at each checkpoint.
-    validate_every_steps=250,
-    metrics=("bleu", "chrf"),
+    data=DataConfig(
+        data_dir=None,
+        synthetic_sizes=(20000, 500, 500),
+        vocabulary_size=1000,
+        token_budget=4096,
+    ),
+    model=ModelSettings(
+        preset="base",
+        # No dropout (paper: 0.1): the generated corpus has no noise to overfit in 650 steps,
+        # and without it the model learns the task in fewer of them.
+        model_overrides={
+            "num_layers": 2,
+            "d_model": 128,
+            "num_heads": 4,
+            "intermediate_dim": 512,
+            "dropout": 0.0,
+        },
+    ),
+    optimization=OptimizationConfig(
+        # 6.5 passes over the 20,000 pairs, about 5 minutes on 2 CPU cores without AVX-512;
+        # BLEU about 98 on the 500 test sentences (docs/results.md).
+        train_steps=650,
+        # The paper's schedule with a warmup scaled to the short run (paper: 4,000 of 100,000).
+        warmup_steps=325,
+    ),
+    checkpoint=CheckpointConfig(
+        checkpoint_every_minutes=None, checkpoint_every_steps=50, average_last=5
+    ),
+    validation=ValidationConfig(
+        # Validation (greedy BLEU on 200 valid sentences) every 250 steps, not at each
+        # checkpoint.
+        validate_every_steps=250,
+        metrics=("bleu", "chrf"),
+    ),
 )

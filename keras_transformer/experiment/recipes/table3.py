@@ -17,8 +17,8 @@ from keras_transformer.experiment.recipes.wmt14_base import CONFIG as WMT14_BASE
 # Every variant trained on the base recipe's data and budget; dev perplexity and BLEU.
 CONFIG = WMT14_BASE.replace(
     output_dir="runs/table3",
-    valid_split="newstest2013",
-    evaluate_valid=True,
+    data={"valid_split": "newstest2013"},
+    validation={"evaluate_valid": True},
     export=False,
 )
 

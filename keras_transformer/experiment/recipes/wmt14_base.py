@@ -17,21 +17,30 @@ per device); `--distribution multi_worker` with TF_CONFIG spans machines.
     keras-transformer train --recipe wmt14_base --tfds wmt14_translate/de-en --test-split ...
 """
 
+from keras_transformer.decoding.decoding_config import DecodingConfig
+from keras_transformer.experiment.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.data_config import DataConfig
 from keras_transformer.experiment.experiment_config import ExperimentConfig
+from keras_transformer.experiment.model_settings import ModelSettings
+from keras_transformer.experiment.optimization_config import OptimizationConfig
+from keras_transformer.experiment.validation_config import ValidationConfig
 
 # Paper 5.1-5.4 and 6.1: base model, WMT14 en-de, tested on newstest2014.
 CONFIG = ExperimentConfig(
     output_dir="runs/wmt14_base",
-    source_language="en",
-    target_language="de",
-    test_split="newstest2014",
-    vocabulary_size=37000,
-    vocabulary_type="bpe",
-    preset="base",
-    token_budget=25000,
-    warmup_steps=4000,
-    checkpoint_every_minutes=10.0,
-    metrics=("bleu", "chrf", "tokenized_bleu"),
+    data=DataConfig(
+        source_language="en",
+        target_language="de",
+        test_split="newstest2014",
+        vocabulary_size=37000,
+        vocabulary_type="bpe",
+        token_budget=25000,
+    ),
+    model=ModelSettings(preset="base"),
+    optimization=OptimizationConfig(warmup_steps=4000),
+    checkpoint=CheckpointConfig(checkpoint_every_minutes=10.0),
+    validation=ValidationConfig(metrics=("bleu", "chrf", "tokenized_bleu")),
+    decoding=DecodingConfig(beam_size=4, alpha=0.6, max_extra_length=50),
 )
 
 LANGUAGE_PAIRS = (("en", "de"),)

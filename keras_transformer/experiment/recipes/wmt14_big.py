@@ -11,7 +11,7 @@ from keras_transformer.experiment.recipes.wmt14_base import CONFIG as WMT14_BASE
 
 # The base recipe with the big model (Table 3 "big"): 300k steps, 20 checkpoints averaged,
 # dropout 0.3, all from the preset.
-CONFIG = WMT14_BASE.replace(output_dir="runs/wmt14_big", preset="big")
+CONFIG = WMT14_BASE.replace(output_dir="runs/wmt14_big", model={"preset": "big"})
 
 LANGUAGE_PAIRS = (("en", "de"),)
 REQUIRES_DATA = True

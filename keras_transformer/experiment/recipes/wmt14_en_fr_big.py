@@ -14,11 +14,8 @@ from keras_transformer.experiment.recipes.wmt14_base import CONFIG as WMT14_BASE
 # word-pieces (5.1), for which SentencePiece's unigram model is the closest available.
 CONFIG = WMT14_BASE.replace(
     output_dir="runs/wmt14_en_fr_big",
-    target_language="fr",
-    vocabulary_size=32000,
-    vocabulary_type="unigram",
-    preset="big",
-    model_overrides={"dropout": 0.1},
+    data={"target_language": "fr", "vocabulary_size": 32000, "vocabulary_type": "unigram"},
+    model={"preset": "big", "model_overrides": {"dropout": 0.1}},
 )
 
 LANGUAGE_PAIRS = (("en", "fr"),)

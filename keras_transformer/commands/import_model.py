@@ -1,17 +1,20 @@
-"""`keras-transformer import FORMAT ...`: a published model as a translation model file."""
+"""`keras-transformer import FORMAT ...`: a published model as a translation model file.
+
+FORMAT picks the command: `marian` (`import_marian.py`) or `fairseq` (`import_fairseq.py`),
+each with its own options dataclass and `--help`.
+"""
 
 import sys
 
+from keras_transformer.commands import import_fairseq, import_marian
 from keras_transformer.utils.command_line import OneLineErrorParser
 
-# Each format's command module, imported only when that format is asked for.
-FORMAT_COMMANDS = {
-    "marian": "keras_transformer.pretrained.marian_command",
-    "fairseq": "keras_transformer.pretrained.fairseq_command",
-}
+PROG = "keras-transformer import"
+# Each format's command.
+FORMAT_COMMANDS = {"marian": import_marian.main, "fairseq": import_fairseq.main}
 
 
-def main(argv=None, prog="keras-transformer import"):
+def main(argv=None, prog=PROG):
     """Runs `import FORMAT ...`; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineErrorParser(
@@ -28,11 +31,5 @@ def main(argv=None, prog="keras-transformer import"):
         parser.print_help()
         return 0
     arguments = parser.parse_args(argv[:1])
-    import importlib
-
-    command = importlib.import_module(FORMAT_COMMANDS[arguments.format])
-    return command.main(argv[1:], prog=f"{prog} {arguments.format}") or 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    command = FORMAT_COMMANDS[arguments.format]
+    return command(argv[1:], prog=f"{prog} {arguments.format}") or 0

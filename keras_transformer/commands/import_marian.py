@@ -1,9 +1,14 @@
 """`keras-transformer import marian DIR --output MODEL.keras`: a Marian / OPUS-MT folder."""
 
+import dataclasses
 import os
 import sys
 
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
+from keras_transformer.utils.dataclass_config import DataclassConfig, setting
+
+PROG = "keras-transformer import marian"
 
 DESCRIPTION = """\
 Write a Hugging Face Marian / OPUS-MT folder (what save_pretrained writes: config.json,
@@ -13,10 +18,25 @@ needed; pytorch_model.bin needs torch. translate --length-penalty-rule average -
 beams as transformers' generate does.
 """
 
-
 # What a save_pretrained folder must hold; checked before the backend loads.
 FOLDER_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclasses.dataclass(frozen=True)
+class MarianImportOptions(DataclassConfig):
+    """The folder `import marian` reads and the file it writes."""
+
+    directory: str | None = setting(
+        None, "The save_pretrained folder.", metavar="DIR", positional=True
+    )
+    output: str | None = setting(
+        None, "The model file to write.", metavar="MODEL.keras", required=True
+    )
+    overwrite: bool = setting(False, "Replace an existing --output.")
+
+    def __post_init__(self):
+        self.check_types()
 
 
 def _missing_files(directory):
@@ -26,43 +46,35 @@ def _missing_files(directory):
     return missing
 
 
-def build_parser(prog=None):
+def build_parser(prog=PROG):
+    """`(parser, added)`: the parser and the `MarianImportOptions` fields its flags set."""
     parser = OneLineErrorParser(prog=prog, description=DESCRIPTION)
-    parser.add_argument("directory", metavar="DIR", help="The save_pretrained folder.")
-    parser.add_argument(
-        "--output", required=True, metavar="MODEL.keras", help="The model file to write."
-    )
-    parser.add_argument("--overwrite", action="store_true", help="Replace an existing --output.")
-    return parser
+    return parser, add_config_arguments(parser, MarianImportOptions())
 
 
-def main(argv=None, prog=None):
+def main(argv=None, prog=PROG):
     """Runs the command; returns the exit status (2 and one line for a user error)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
-    if not os.path.isdir(args.directory):
-        parser.fail(f"{args.directory}: not a folder")
-    missing = _missing_files(args.directory)
+    parser, added = build_parser(prog)
+    options = parsed_config(parser, MarianImportOptions(), parser.parse_args(argv), added)
+    if not os.path.isdir(options.directory):
+        parser.fail(f"{options.directory}: not a folder")
+    missing = _missing_files(options.directory)
     if missing:
         parser.fail(
-            f"{args.directory}: missing {', '.join(missing)}; expected a Marian folder as "
+            f"{options.directory}: missing {', '.join(missing)}; expected a Marian folder as "
             "save_pretrained writes it"
         )
-    if not args.output.endswith(".keras"):
-        parser.fail(f"--output must end with .keras. Received: {args.output}")
-    if os.path.exists(args.output) and not args.overwrite:
-        parser.fail(f"--output {args.output} exists; pass --overwrite to replace it")
+    if not options.output.endswith(".keras"):
+        parser.fail(f"--output must end with .keras. Received: {options.output}")
+    if os.path.exists(options.output) and not options.overwrite:
+        parser.fail(f"--output {options.output} exists; pass --overwrite to replace it")
     # The backend loads here, once the arguments are checked.
     from keras_transformer.pretrained.marian import import_marian
 
     try:
-        path = import_marian(args.directory, args.output)
+        path = import_marian(options.directory, options.output)
     except (OSError, ValueError, ImportError) as error:
         parser.fail(error)
     print(f"Wrote {path}", file=sys.stderr)  # a message, not data: stdout stays empty
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
