@@ -23,6 +23,7 @@ from test_command_errors import run_in_process, snapshot
 from keras_transformer import cli
 from keras_transformer.checkpoints import PeriodicCheckpoint
 from keras_transformer.checkpoints.model_file_check import UnreadableCheckpointError
+from keras_transformer.checkpoints.stop_signals import StopSignals
 from keras_transformer.checkpoints.training_state import save_training_state
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.experiment.experiment_config import SECTIONS, ExperimentConfig
@@ -523,6 +524,24 @@ def test_sigint_saves_the_step_and_exits_130_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert f"SIGINT received: stopped after step 3; last checkpoint: {saved}; run the " in err
+
+
+@BACKEND_INDEPENDENT
+def test_a_catcher_left_by_a_failed_run_does_not_swallow_the_next_sigint():
+    # A run that raised inside `fit` never reached on_train_end: its catcher stays.
+    previous = signal.getsignal(signal.SIGINT)
+    StopSignals([signal.SIGINT]).install()
+    try:
+        fresh = StopSignals([signal.SIGINT])
+        fresh.install()
+        os.kill(os.getpid(), signal.SIGINT)
+        assert fresh.received == signal.SIGINT
+        with pytest.raises(SystemExit) as stopped:
+            fresh.deliver()
+        assert stopped.value.code == 130
+        assert signal.getsignal(signal.SIGINT) is previous
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @BACKEND_INDEPENDENT

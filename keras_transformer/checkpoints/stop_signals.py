@@ -47,7 +47,7 @@ class StopSignals:
             return False
         self.received = None
         for signum in self.signals:
-            previous = signal.getsignal(signum)
+            previous = _owner_handler(signal.getsignal(signum), signum)
             if previous is signal.SIG_IGN:
                 continue  # the user chose to ignore it; so do we
             self._previous[signum] = previous
@@ -87,3 +87,15 @@ class StopSignals:
             previous(signum, None)
             return
         raise SystemExit(128 + int(signum))
+
+
+def _owner_handler(handler, signum):
+    """The handler a `StopSignals` left behind stands for: the one it replaced.
+
+    A training run stopped by an exception never reaches `on_train_end`, so its
+    `StopSignals` stays installed; a later run would otherwise take that stale
+    catcher for the program's own handler and swallow the signal.
+    """
+    while isinstance(getattr(handler, "__self__", None), StopSignals):
+        handler = handler.__self__._previous.get(signum, signal.SIG_DFL)
+    return handler

@@ -15,6 +15,28 @@ from keras_transformer.experiment.input_checks import (  # noqa: F401 (exported 
 )
 
 
+class _StrategyScope:
+    """A `tf.distribute` strategy's scope that `with` may enter more than once.
+
+    A `strategy.scope()` object enters once (a second `with` fails in
+    TensorFlow's context code); the run enters its strategy's scope to build
+    the model and again to build the validation search, so each `with` here
+    takes a fresh one.
+    """
+
+    def __init__(self, strategy):
+        self._strategy = strategy
+        self._entered = []
+
+    def __enter__(self):
+        scope = self._strategy.scope()
+        self._entered.append(scope)
+        return scope.__enter__()
+
+    def __exit__(self, *exception):
+        return self._entered.pop().__exit__(*exception)
+
+
 class RunDistribution(typing.NamedTuple):
     """How one process of a run trains: strategy scope, devices, data share, output folder.
 
@@ -74,4 +96,4 @@ class RunDistribution(typing.NamedTuple):
                 if strategy.extended.should_checkpoint
                 else f"{resolver.task_type}-{resolver.task_id}"
             )
-        return cls(strategy.scope(), strategy.num_replicas_in_sync, single, member)
+        return cls(_StrategyScope(strategy), strategy.num_replicas_in_sync, single, member)
