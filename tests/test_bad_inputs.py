@@ -503,7 +503,19 @@ def test_divergence_check_flags():
 # Ctrl-C: like SIGTERM, one line, the checkpoint saved, how to resume.
 
 
-def test_sigint_saves_the_step_and_exits_130_with_one_line(tmp_path, capsys):
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler, as in a user's process, whatever the test worker has.
+
+    A test process may have inherited SIGINT ignored (its parent's choice), and then a
+    run rightly leaves it ignored.
+    """
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
+
+
+def test_sigint_saves_the_step_and_exits_130_with_one_line(tmp_path, capsys, python_sigint):
     class CtrlC(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             if batch == 2:
@@ -527,7 +539,7 @@ def test_sigint_saves_the_step_and_exits_130_with_one_line(tmp_path, capsys):
 
 
 @BACKEND_INDEPENDENT
-def test_a_catcher_left_by_a_failed_run_does_not_swallow_the_next_sigint():
+def test_a_catcher_left_by_a_failed_run_does_not_swallow_the_next_sigint(python_sigint):
     # A run that raised inside `fit` never reached on_train_end: its catcher stays.
     previous = signal.getsignal(signal.SIGINT)
     StopSignals([signal.SIGINT]).install()
