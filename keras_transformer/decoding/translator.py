@@ -89,10 +89,6 @@ class Translator:
         self.model = model
         self.tokenizer = tokenizer
         self.decoding = decoding
-        self.max_source_length = decoding.max_source_length
-        self.batch_tokens = decoding.batch_tokens
-        self.batch_size = decoding.batch_size
-        self.num_results = decoding.num_results
         self.add_source_eos = add_source_eos
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
@@ -127,9 +123,10 @@ class Translator:
         token_lists = to_token_lists(self.tokenizer(sentences)) if sentences else []
         if self.add_source_eos:
             token_lists = [tokens + [self.eos_id] for tokens in token_lists]
-        if self.max_source_length is not None:
-            self.truncated += sum(len(t) > self.max_source_length for t in token_lists)
-            token_lists = [t[: self.max_source_length] for t in token_lists]
+        limit = self.decoding.max_source_length
+        if limit is not None:
+            self.truncated += sum(len(t) > limit for t in token_lists)
+            token_lists = [t[:limit] for t in token_lists]
         return token_lists
 
     def _batches(self, token_lists):
@@ -139,9 +136,9 @@ class Translator:
         while start < len(order):
             length = max(8, 2 ** math.ceil(math.log2(len(token_lists[order[start]]))))
             rows = [i for i in order[start:] if len(token_lists[i]) <= length]
-            capacity = max(1, self.batch_tokens // length)
-            if self.batch_size is not None:
-                capacity = min(capacity, self.batch_size)
+            capacity = max(1, self.decoding.batch_tokens // length)
+            if self.decoding.batch_size is not None:
+                capacity = min(capacity, self.decoding.batch_size)
             rows = rows[:capacity]
             batch_size = 2 ** math.ceil(math.log2(len(rows)))  # bounded set of shapes
             ids = np.full((batch_size, length), self.pad_id, "int32")
@@ -190,7 +187,7 @@ class Translator:
         if isinstance(sentences, str):
             raise TypeError("`translate` takes a list of str. Received a single str.")
         sentences = list(sentences)
-        empty = [("", -math.inf)] * (self.num_results - 1)
+        empty = [("", -math.inf)] * (self.decoding.num_results - 1)
         n_best = [[("", 0.0), *empty] for _ in sentences]
         to_decode = [i for i, s in enumerate(sentences) if s.strip()]
         token_lists = self._tokenize([sentences[i] for i in to_decode])
@@ -209,10 +206,10 @@ class Translator:
             ]
             texts = _to_strings(self.tokenizer.detokenize(outputs)) if outputs else []
             for row, index in enumerate(rows):
-                first = row * self.num_results
+                first = row * self.decoding.num_results
                 n_best[to_decode[index]] = [
                     (texts[first + rank], float(batch_scores[row, rank]))
-                    for rank in range(self.num_results)
+                    for rank in range(self.decoding.num_results)
                 ]
             if progress is not None:
                 progress.add(len(rows))
