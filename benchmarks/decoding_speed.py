@@ -25,6 +25,16 @@ slow down many times over when another process uses the cores: measure on a quie
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/decoding_speed.py \\
         --data-dir ../shared/data/multi30k --compare-ctranslate2
+
+The `trained` workload decodes as users do: a trained quickstart model (`keras-transformer
+train --recipe quickstart`, trained once under TensorFlow into `--trained-run`, about two
+minutes, and reused) translates its 500 test sentences, through `Translator` and through
+CTranslate2 on the same weights (translate_speed.py: strings in and out, batches of
+`--batch-size` sorted by length, the paper's beam 4, alpha 0.6, 50 extra tokens). Outputs end
+at their own EOS, so a batch's rows finish at different steps, as in real use. `--data-dir`
+is not read by this workload.
+
+    python benchmarks/decoding_speed.py --compare-ctranslate2 --workloads trained
 """
 
 import argparse
@@ -42,7 +52,7 @@ SCORE_TOLERANCE = 1e-4
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", required=True, help="Folder with valid.en and train.{en,de}.")
+    parser.add_argument("--data-dir", help="Folder with valid.en and train.{en,de}.")
     parser.add_argument("--source-language", default="en", help="Source file suffix.")
     parser.add_argument("--target-language", default="de", help="Target file suffix.")
     parser.add_argument(
@@ -67,7 +77,12 @@ def parse_args():
     parser.add_argument(
         "--workloads",
         default="quickstart,base",
-        help="With --compare-ctranslate2: comma-separated, from quickstart, base.",
+        help="With --compare-ctranslate2: comma-separated, from quickstart, base, trained.",
+    )
+    parser.add_argument(
+        "--trained-run",
+        default=os.path.join(os.path.expanduser("~"), ".cache", "keras_transformer_benchmarks"),
+        help="The trained workload's run directory; trained there (about 2 min) if empty.",
     )
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads.")
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
@@ -76,6 +91,9 @@ def parse_args():
 
 def main():
     args = parse_args()
+    needs_data = not args.compare_ctranslate2 or set(args.workloads.split(",")) - {"trained"}
+    if needs_data and args.data_dir is None:
+        sys.exit("error: --data-dir is required (except for --workloads trained)")
     if args.compare_ctranslate2:
         compare_ctranslate2(args)
         return
@@ -217,9 +235,13 @@ def compare_ctranslate2(args):
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
     )
     for name in args.workloads.split(","):
-        if name not in WORKLOADS:
-            sys.exit(f"error: unknown workload {name!r} (--workloads: {', '.join(WORKLOADS)})")
-        compare_workload(args, name, alpha, ctranslate2)
+        if name == "trained":
+            compare_trained(args, alpha, ctranslate2)
+        elif name in WORKLOADS:
+            compare_workload(args, name, alpha, ctranslate2)
+        else:
+            known = ", ".join([*WORKLOADS, "trained"])
+            sys.exit(f"error: unknown workload {name!r} (--workloads: {known})")
 
 
 def compare_workload(args, name, alpha, ctranslate2):
@@ -302,6 +324,36 @@ def compare_workload(args, name, alpha, ctranslate2):
                 lambda t=translator, c=compute_type: run_theirs(t, c), args.repeats
             )
     report(name, model, batches, seconds, ours, theirs["float32"], processor)
+
+
+def trained_run(run_dir):
+    """(run directory, test sources) of the trained quickstart run, trained there if missing."""
+    import subprocess
+
+    if not os.path.exists(os.path.join(run_dir, "model.keras")):
+        print(f"training the quickstart model into {run_dir} (once)", file=sys.stderr)
+        command = [sys.executable, "-m", "keras_transformer", "train", "--recipe", "quickstart"]
+        environment = dict(os.environ, KERAS_BACKEND="tensorflow")
+        subprocess.run([*command, "--output-dir", run_dir], env=environment, check=True)
+    return run_dir, os.path.join(run_dir, "data", "test.en")
+
+
+def compare_trained(args, alpha, ctranslate2):
+    """The trained workload: translate_speed.py on the trained quickstart model's test set."""
+    import subprocess
+
+    del ctranslate2  # translate_speed.py imports it itself
+    run_dir, test_file = trained_run(args.trained_run)
+    command = [
+        sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "translate_speed.py"),
+        "--model", run_dir, "--input", test_file, "--references", test_file[: -len("en")] + "de",
+        "--beam-size", str(args.beam_size), "--alpha", str(alpha),
+        "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+        "--repeats", str(args.repeats),
+    ]  # fmt: skip
+    print("trained: the quickstart model on its test set (translate_speed.py)", flush=True)
+    subprocess.run(command, check=True)
 
 
 def report(name, model, batches, seconds, ours, theirs, processor):

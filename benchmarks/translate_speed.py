@@ -5,7 +5,9 @@ Translates a file with a run's model twice: through `Translator` on the current 
 (exported with `export_ctranslate2` into a temporary directory, loaded as float32 and as
 int8). Same beam, alpha (CTranslate2's `length_penalty`, which is length ** alpha instead of
 the GNMT penalty), output limit (source length + `--max-extra-length`) and batches of
-`--batch-size` sentences sorted by length. Unlike decoding_speed.py's untrained models, the
+`--batch-size` sentences sorted by length. CTranslate2 runs its `--threads` threads both ways:
+inside each batch (`intra_threads`) and on batches side by side (`inter_threads`, the rows
+marked inter). Unlike decoding_speed.py's untrained models, the
 outputs end where the model ends them, so the figures include each decoder's handling of
 hypotheses and sentences that finish early. Each decoder translates the file once untimed
 (compilation, warm-up), then `--repeats` times; the best pass counts. Prints sentences/s,
@@ -40,7 +42,10 @@ def parse_args():
         "--max-extra-length", type=int, default=50, help="Output tokens beyond the source's."
     )
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
-    parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads.")
+    parser.add_argument(
+        "--threads", type=int, default=2,
+        help="CTranslate2's threads: timed as intra_threads and as inter_threads.",
+    )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=2, help="Timed passes per decoder.")
     parser.add_argument(
         "--keep-settled-rows", action="store_true",
@@ -103,7 +108,8 @@ def main():
     print(
         f"backend={keras.backend.backend()} ctranslate2={ctranslate2.__version__} "
         f"sentences={len(sources)} beam={args.beam_size} alpha={args.alpha} "
-        f"batch={args.batch_size} ctranslate2 intra_threads={args.threads} "
+        f"batch={args.batch_size} ctranslate2 threads={args.threads} (intra_threads, or "
+        f"inter_threads: inter) "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')} "
         f"CT2_USE_MKL={os.environ.get('CT2_USE_MKL')}"
     )
@@ -135,35 +141,36 @@ def main():
         processor = spm.SentencePieceProcessor(model_file=os.path.join(path, "vocabulary.model"))
         # Pieces without EOS: the export sets `add_source_eos`, CTranslate2 appends it.
         pieces = [processor.encode(sentence, out_type=str) for sentence in sources]
-        order = sorted(range(len(pieces)), key=lambda index: len(pieces[index]))
-        batches = [order[i : i + args.batch_size] for i in range(0, len(order), args.batch_size)]
+        # Ours stops at source length (EOS included) + max_extra_length tokens.
+        limit = max(map(len, pieces)) + 1 + args.max_extra_length
+        # Threads inside one batch (intra) or batches side by side (inter); small models
+        # decode faster side by side.
+        layouts = {"": (args.threads, 1), " inter": (1, args.threads)}
         for compute_type in ("float32", "int8"):
-            engine = ctranslate2.Translator(
-                path, device="cpu", compute_type=compute_type, intra_threads=args.threads
-            )
+            for layout, (intra, inter) in layouts.items():
+                engine = ctranslate2.Translator(
+                    path, device="cpu", compute_type=compute_type, intra_threads=intra,
+                    inter_threads=inter,
+                )  # fmt: skip
 
-            def run(engine=engine):
-                translations = [""] * len(sources)
-                for rows in batches:
-                    # Ours stops at source length (EOS included) + max_extra_length tokens.
-                    limit = max(len(pieces[row]) for row in rows) + 1 + args.max_extra_length
+                def run(engine=engine):
+                    # One call: CTranslate2 sorts by length and cuts batches of max_batch_size.
                     results = engine.translate_batch(
-                        [pieces[row] for row in rows],
+                        pieces,
                         beam_size=args.beam_size,
                         length_penalty=args.alpha,
                         min_decoding_length=0,
                         max_decoding_length=limit,
+                        max_batch_size=args.batch_size,
                     )
-                    for row, result in zip(rows, results, strict=True):
-                        translations[row] = processor.decode(result.hypotheses[0])
-                return translations
+                    return [processor.decode(result.hypotheses[0]) for result in results]
 
-            name = f"ctranslate2 {compute_type}"
-            seconds[name], outputs[name] = best_time(run, args.repeats)
+                name = f"ctranslate2 {compute_type}{layout}"
+                seconds[name], outputs[name] = best_time(run, args.repeats)
     for name, value in seconds.items():
         same = sum(a == b for a, b in zip(outputs[name], outputs["ours"], strict=True))
         line = (
-            f"{name:>19}: {len(sources) / value:8.2f} sentences/s ({value:.2f}s; "
+            f"{name:>25}: {len(sources) / value:8.2f} sentences/s ({value:.2f}s; "
             f"{seconds['ours'] / value:.2f}x ours); same translation as ours: "
             f"{same} of {len(sources)}"
         )

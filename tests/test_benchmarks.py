@@ -272,9 +272,19 @@ def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path)
     for reference in ("rows kept", "stock top_k"):
         pattern = rf"^ *ours, {reference}: .* same translation as ours: 6 of 6;"
         assert re.search(pattern, output, re.M), output
-    for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8"):
+    for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8", "ctranslate2 float32 inter",
+                    "ctranslate2 int8 inter"):  # fmt: skip
         pattern = rf"^ *{decoder}: +[\d.]+ sentences/s .* of 6; sacreBLEU [\d.]+$"
         assert re.search(pattern, output, re.M), output
+    # decoding_speed.py's trained workload runs this script on a run's test set.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "test.en").write_text("\n".join(english[:3]) + "\n", encoding="utf-8")
+    (tmp_path / "data" / "test.de").write_text("\n".join(english[3:6]) + "\n", encoding="utf-8")
+    output = run_benchmark(
+        "decoding_speed", "--compare-ctranslate2", "--workloads", "trained", "--trained-run",
+        str(tmp_path), "--batch-size", "2", "--repeats", "1", "--threads", "1",
+    )  # fmt: skip
+    assert re.search(r"^ *ours: +[\d.]+ sentences/s .* of 3; sacreBLEU [\d.]+$", output, re.M)
     # A file of the wrong length is named, before any model is loaded.
     command = [sys.executable, os.path.join(BENCHMARKS, "translate_speed.py"), "--model",
                str(tmp_path), "--input", str(tmp_path / "input.en"), "--references",

@@ -40,7 +40,7 @@ def test_translate_restores_order_and_matches_one_by_one_decoding(tokenizer_and_
     search, shapes = translator._search, []
     translator._search = lambda ids: shapes.append(ids.shape) or search(ids)
     translations, scores = translator.translate(sentences, return_scores=True)
-    assert shapes == [(4, 8), (1, 16), (1, 64)]
+    assert sorted(shapes) == [(1, 16), (1, 64), (4, 8)]  # batches may decode side by side
     assert translations[1] == "" and translations[4] == ""
     # Every sentence translates differently, so any mix-up of the order is seen below.
     assert len(set(translations) - {""}) == 5
@@ -56,6 +56,45 @@ def test_translate_restores_order_and_matches_one_by_one_decoding(tokenizer_and_
         expected = [int(t) for t in to_numpy(tokens)[0, 0] if t != 0]
         assert translation == detokenize(tokenizer, expected)
         assert score == pytest.approx(float(to_numpy(expected_scores)[0, 0]), abs=1e-4)
+
+
+@pytest.mark.skipif(keras.backend.backend() == "torch", reason="torch decodes one batch at a time")
+def test_batches_decoded_side_by_side_equal_one_at_a_time(tokenizer_and_model, monkeypatch):
+    import threading
+    import time
+
+    from keras_transformer import backend
+
+    tokenizer, model, english = tokenizer_and_model
+    # Twelve batches of two, in three shapes: new shapes trace, known ones only run.
+    sentences = [english[i][: 6 + 3 * (i % 7)] for i in range(24)]
+    assert backend.decoding_workers() == 2  # on the CPU
+    translator = Translator(model, tokenizer, max_extra_length=3, batch_size=2)
+    search, lock, running, overlaps = translator._search, threading.Lock(), set(), []
+
+    def watched(ids):
+        me = (threading.get_ident(), ids.shape not in translator._compiled_shapes)  # tracing?
+        with lock:
+            overlaps.extend((me, other) for other in running)
+            running.add(me)
+        time.sleep(0.05)  # long enough for the other worker to start a batch
+        try:
+            return search(ids)
+        finally:
+            with lock:
+                running.discard(me)
+
+    translator._search = watched
+    side_by_side = translator.translate(sentences, return_scores=True)
+    monkeypatch.setattr(backend, "decoding_workers", lambda: 1)
+    one_at_a_time = Translator(model, tokenizer, max_extra_length=3, batch_size=2).translate(
+        sentences, return_scores=True
+    )
+    assert side_by_side[0] == one_at_a_time[0]
+    np.testing.assert_allclose(side_by_side[1], one_at_a_time[1], atol=1e-5)
+    assert overlaps, "no two batches decoded at the same time"
+    # A shape's first batch traces the search, through the model's layers: never two at once.
+    assert not [pair for pair in overlaps if pair[0][1] and pair[1][1]], overlaps
 
 
 def test_truncation_is_counted_and_bad_arguments_rejected(tokenizer_and_model):

@@ -1,10 +1,15 @@
 """Strings in, translations out: tokenize, batch by length, beam search, detokenize."""
 
+import collections
+import concurrent.futures
+import contextlib
 import math
+import threading
 
 import keras
 import numpy as np
 
+from keras_transformer import backend
 from keras_transformer.decoding.beam_search import build_beam_search
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.greedy_search import build_greedy_search
@@ -93,6 +98,8 @@ class Translator:
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
         self.truncated = 0
+        self._compiled_shapes = set()  # batch shapes the search has been traced for
+        self._tracing = threading.Lock()
         if search == "greedy":
             greedy = build_greedy_search(
                 model,
@@ -147,6 +154,40 @@ class Translator:
             yield rows, ids
             start += len(rows)
 
+    def _decode(self, batches):
+        """Yields (rows, (tokens, scores) as NumPy arrays) for `batches`, in their order.
+
+        Up to `backend.decoding_workers()` batches decode at the same time,
+        at most one more waits. The first batch of each shape traces the
+        search, which enters the model's layers: two threads must not, so
+        traces take turns (`self._tracing`); compiled searches run side by
+        side, with each other and with a trace.
+        """
+        workers = backend.decoding_workers()
+        if workers == 1:
+            for rows, ids in batches:
+                yield rows, self._run_search(ids)
+            return
+        with concurrent.futures.ThreadPoolExecutor(workers) as executor:
+            pending = collections.deque()
+            for rows, ids in batches:
+                pending.append((rows, executor.submit(self._run_search, ids, True)))
+                if len(pending) > workers:
+                    rows, future = pending.popleft()
+                    yield rows, future.result()
+            while pending:
+                rows, future = pending.popleft()
+                yield rows, future.result()
+
+    def _run_search(self, ids, concurrent=False):
+        """The search's (tokens, scores) for padded `ids`, as NumPy arrays."""
+        first_call = ids.shape not in self._compiled_shapes
+        with self._tracing if concurrent and first_call else contextlib.nullcontext():
+            outputs = self._search(ids)
+            outputs = tuple(keras.ops.convert_to_numpy(x) for x in outputs)
+            self._compiled_shapes.add(ids.shape)
+        return outputs
+
     def translate(self, sentences, return_scores=False, verbose="auto"):
         """Translates `sentences`.
 
@@ -194,11 +235,9 @@ class Translator:
         if verbose == "auto":
             verbose = int(len(to_decode) >= 100)
         progress = CountProgress(len(to_decode), "sentences") if verbose else None
-        for rows, ids in self._batches(token_lists):
-            tokens, batch_scores = self._search(ids)
+        for rows, (tokens, batch_scores) in self._decode(self._batches(token_lists)):
             # (rows, num_results, output_length) and (rows, num_results)
-            tokens = keras.ops.convert_to_numpy(tokens)[: len(rows)]
-            batch_scores = keras.ops.convert_to_numpy(batch_scores)[: len(rows)]
+            tokens, batch_scores = tokens[: len(rows)], batch_scores[: len(rows)]
             outputs = [
                 [int(t) for t in hypothesis if t != self.pad_id]
                 for row in tokens
