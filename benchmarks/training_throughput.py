@@ -48,6 +48,7 @@ round is the peak (on a shared machine the median mostly measures the other tena
     python benchmarks/training_throughput.py --data-dir ../shared/data/multi30k
     python benchmarks/training_throughput.py --preset base --dtype bfloat16  # GPU
     KERAS_BACKEND=torch python benchmarks/training_throughput.py --baseline torch
+    KERAS_BACKEND=jax python benchmarks/training_throughput.py --profile /tmp/profile
 
 `--baseline torch` (KERAS_BACKEND=torch) replaces the keras-hub model with a plain PyTorch
 `torch.nn.Transformer` of the same size trained on the same batches
@@ -99,6 +100,11 @@ def parse_args():
         "--baseline", default="keras-hub", choices=["keras-hub", "torch"],
         help="torch: a plain torch.nn.Transformer (benchmarks/torch_baseline.py); needs "
         "KERAS_BACKEND=torch.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile", metavar="DIR",
+        help="After timing, profile ours on the batches into DIR and print the operations "
+        "that took the most time (benchmarks/step_profile.py).",
     )  # fmt: skip
     return parser.parse_args()
 
@@ -386,6 +392,11 @@ def main():
         f"median {statistics.median(ratios):.2f}; target >= {target}x); "
         f"per CPU-second: {cpu_ratio:.2f}x"
     )
+    if args.profile:
+        from step_profile import profile_steps
+
+        print()
+        profile_steps(models["ours"], batches, args.profile)
 
 
 if __name__ == "__main__":

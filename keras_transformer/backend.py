@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import threading
 
 import keras
 from keras import ops
@@ -428,7 +429,8 @@ def compile_search(function, variables):
 
     Returns:
         A callable with the signature of `function`; it retraces once per new
-        input shape.
+        input shape. On JAX and TensorFlow it may be called from several
+        threads at once (traces take turns).
     """
     backend = keras.backend.backend()
     if backend == "jax":
@@ -441,11 +443,11 @@ def compile_search(function, variables):
                 return function(*args)
 
         jitted = jax.jit(stateless)
-        return lambda *args: jitted([v.value for v in variables], *args)
+        return _traced_in_turn(lambda *args: jitted([v.value for v in variables], *args))
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(function, reduce_retracing=True)
+        return _traced_in_turn(tf.function(function, reduce_retracing=True))
     if backend == "torch":
         import torch
 
@@ -453,3 +455,28 @@ def compile_search(function, variables):
     raise NotImplementedError(
         f"Decoding supports the tensorflow, jax and torch backends, not {backend}."
     )
+
+
+def _traced_in_turn(compiled):
+    """`compiled`, safe to call from several threads (`decoding_workers`).
+
+    Tracing runs the model's layers in Python, and a decoding loop's tracing
+    sets layer attributes (`Seq2SeqTransformer.fixed_decoder_weights`), so
+    two threads must not trace at once: a call with arguments of shapes not
+    seen before takes a lock. Calls of a compiled shape run side by side.
+    """
+    lock, seen = threading.Lock(), set()
+
+    def call(*args):
+        shapes = tuple(
+            (tuple(x.shape), str(x.dtype)) if hasattr(x, "shape") else (type(x), x)
+            for x in keras.tree.flatten(args)
+        )
+        if shapes in seen:
+            return compiled(*args)
+        with lock:
+            outputs = compiled(*args)
+            seen.add(shapes)
+        return outputs
+
+    return call

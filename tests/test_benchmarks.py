@@ -326,3 +326,30 @@ def test_command_startup_times_every_case_against_the_baseline():
     for case, line in zip(cases, lines[1:], strict=True):
         assert line.startswith("keras-transformer " + " ".join(case)), line
         assert re.search(r"[\d.]+ s  \(\d+x faster than the baseline\)$", line), line
+
+
+@BACKEND_INDEPENDENT
+def test_step_profile_sums_a_perfetto_trace_by_process_and_name(tmp_path):
+    import gzip
+    import json
+
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/host:CPU"}},
+        {"ph": "X", "name": "fusion.1", "pid": 1, "ts": 0, "dur": 300.0},
+        {"ph": "X", "name": "gemm", "pid": 1, "ts": 300, "dur": 600.0},
+        {"ph": "X", "name": "fusion.1", "pid": 1, "ts": 900, "dur": 100.0},
+        {"ph": "X", "name": "$trainer.py:1 step", "pid": 2, "ts": 0, "dur": 5000.0},  # Python
+        {"ph": "X", "name": "ExecuteHelper", "pid": 2, "ts": 0, "dur": 2000.0},
+    ]
+    trace_dir = tmp_path / "plugins" / "profile" / "run"
+    trace_dir.mkdir(parents=True)
+    with gzip.open(trace_dir / "perfetto_trace.json.gz", "wt") as file:
+        json.dump({"traceEvents": events}, file)
+    rows = load_benchmark("step_profile").summarize_perfetto(str(tmp_path)).splitlines()[2:]
+    # Longest first; shares of each process's own time; Python frames left out.
+    assert rows == [
+        "| /host:CPU | ExecuteHelper | 2.0 | 1 | 100.0% |",
+        "| /device:GPU:0 | gemm | 0.6 | 1 | 60.0% |",
+        "| /device:GPU:0 | fusion.1 | 0.4 | 2 | 40.0% |",
+    ]

@@ -2,9 +2,7 @@
 
 import collections
 import concurrent.futures
-import contextlib
 import math
-import threading
 
 import keras
 import numpy as np
@@ -98,8 +96,6 @@ class Translator:
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
         self.truncated = 0
-        self._compiled_shapes = set()  # batch shapes the search has been traced for
-        self._tracing = threading.Lock()
         if search == "greedy":
             greedy = build_greedy_search(
                 model,
@@ -158,10 +154,8 @@ class Translator:
         """Yields (rows, (tokens, scores) as NumPy arrays) for `batches`, in their order.
 
         Up to `backend.decoding_workers()` batches decode at the same time,
-        at most one more waits. The first batch of each shape traces the
-        search, which enters the model's layers: two threads must not, so
-        traces take turns (`self._tracing`); compiled searches run side by
-        side, with each other and with a trace.
+        at most one more waits (a compiled search may be called from several
+        threads: `keras_transformer.backend.compile_search`).
         """
         workers = backend.decoding_workers()
         if workers == 1:
@@ -171,7 +165,7 @@ class Translator:
         with concurrent.futures.ThreadPoolExecutor(workers) as executor:
             pending = collections.deque()
             for rows, ids in batches:
-                pending.append((rows, executor.submit(self._run_search, ids, True)))
+                pending.append((rows, executor.submit(self._run_search, ids)))
                 if len(pending) > workers:
                     rows, future = pending.popleft()
                     yield rows, future.result()
@@ -179,14 +173,9 @@ class Translator:
                 rows, future = pending.popleft()
                 yield rows, future.result()
 
-    def _run_search(self, ids, concurrent=False):
+    def _run_search(self, ids):
         """The search's (tokens, scores) for padded `ids`, as NumPy arrays."""
-        first_call = ids.shape not in self._compiled_shapes
-        with self._tracing if concurrent and first_call else contextlib.nullcontext():
-            outputs = self._search(ids)
-            outputs = tuple(keras.ops.convert_to_numpy(x) for x in outputs)
-            self._compiled_shapes.add(ids.shape)
-        return outputs
+        return tuple(keras.ops.convert_to_numpy(x) for x in self._search(ids))
 
     def translate(self, sentences, return_scores=False, verbose="auto"):
         """Translates `sentences`.
