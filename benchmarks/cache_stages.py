@@ -1,13 +1,13 @@
-"""Beam search on JAX with the self-attention buffers filled in two stages against one.
+"""Beam search on JAX with the self-attention buffers filled in stages against one buffer.
 
-Under `jax.jit` the decoding cache has fixed-length buffers; a search fills them in the
-stages of `keras_transformer.decoding.search_state.cache_stages` (about half the steps, then
-all of them). This script times the same search with those stages and with one buffer of every
-step, on the same untrained model and source ids, alternating the two so that machine noise hits
-both alike, and prints the median times and their ratio. An untrained model never emits EOS, so
-every row decodes to its limit (source length + `--max-extra-length`): the most steps a search
-can run, and the most the second stage can cost. Both must return the same tokens and scores;
-the script exits with an error otherwise. Compilation (the first call) is timed separately.
+Under `jax.jit` the decoding cache has fixed-length buffers; a search fills them in the stages
+of `keras_transformer.decoding.search_state.cache_stages` (16 positions, doubling, then all the
+steps). This script times the same search with those stages and with one buffer of every step,
+on the same untrained model and source ids, alternating the two so that machine noise hits both
+alike, and prints the median times and their ratio. An untrained model never emits EOS, so every
+row decodes to its limit (source length + `--max-extra-length`): the most steps a search can
+run, and the most the later stages can cost. Both must return the same tokens and scores; the
+script exits with an error otherwise. Compilation (the first call) is timed separately.
 
     KERAS_BACKEND=jax python benchmarks/cache_stages.py
     KERAS_BACKEND=jax python benchmarks/cache_stages.py --max-extra-length 16  # 31 steps
@@ -107,7 +107,7 @@ def main():
     num_steps = args.source_length + args.max_extra_length + 1
     staged = search_state.cache_stages
     searches = {}
-    for name, stages in (("one stage", lambda n: (n,)), ("two stages", staged)):
+    for name, stages in (("one stage", lambda n: (n,)), ("staged", staged)):
         search = build_beam_search(
             model,
             bos_id=2,
@@ -123,7 +123,7 @@ def main():
         f"d_model={args.d_model} layers={args.num_layers}+{args.num_layers}"
     )
     medians = compare(searches, ids, args.repeats)
-    print(f"two stages / one stage time: {medians['two stages'] / medians['one stage']:.3f}x")
+    print(f"staged / one stage time: {medians['staged'] / medians['one stage']:.3f}x")
 
 
 def traced_with(search, stages, ids):
