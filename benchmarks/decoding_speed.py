@@ -246,12 +246,13 @@ def compare_ctranslate2(args):
 
 def compare_workload(args, name, alpha, ctranslate2):
     """One workload: an untrained model of its size, timed in both decoders."""
+    import concurrent.futures
     import tempfile
 
     import keras
     import sentencepiece as spm
 
-    from keras_transformer import Seq2SeqTransformer, TransformerConfig
+    from keras_transformer import Seq2SeqTransformer, TransformerConfig, backend
     from keras_transformer.decoding import build_beam_search
     from keras_transformer.decoding.translator import to_token_lists
     from keras_transformer.export import export_ctranslate2
@@ -283,12 +284,16 @@ def compare_workload(args, name, alpha, ctranslate2):
     ]
     ours = {}
 
-    def run_ours():
-        for index, ((ids, _), search) in enumerate(zip(batches, searches, strict=True)):
-            tokens, _ = search(ids)
-            ours[index] = keras.ops.convert_to_numpy(tokens)[:, 0]
+    def decode(index):
+        tokens, _ = searches[index](batches[index][0])
+        ours[index] = keras.ops.convert_to_numpy(tokens)[:, 0]
 
-    seconds = {"ours": best_time(run_ours, args.repeats)}
+    # As `Translator` does: `decoding_workers()` batches side by side.
+    with concurrent.futures.ThreadPoolExecutor(backend.decoding_workers()) as executor:
+        seconds = {
+            "ours": best_time(lambda: list(executor.map(decode, range(len(batches)))),
+                              args.repeats),
+        }  # fmt: skip
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     piece_batches = [
         [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches
@@ -310,19 +315,34 @@ def compare_workload(args, name, alpha, ctranslate2):
             outputs += [r.hypotheses[0] for r in results]
         theirs[compute_type] = outputs
 
+    def run_theirs_side_by_side(translator):
+        # One call: its batches decode side by side, one per inter thread.
+        (limit,) = {limit for _, limit in batches}
+        translator.translate_batch(
+            [row for pieces in piece_batches for row in pieces],
+            beam_size=args.beam_size,
+            length_penalty=alpha,
+            min_decoding_length=limit + 1,
+            max_decoding_length=limit + 1,
+            max_batch_size=args.batch_size,
+        )
+
+    # Threads inside each batch; and, where every batch has the same output length (base),
+    # one thread on each of `--threads` batches side by side.
+    layouts = {"": (args.threads, 1, run_theirs)}
+    if len({limit for _, limit in batches}) == 1:
+        layouts[" inter"] = (1, args.threads, lambda t, c: run_theirs_side_by_side(t))
     with tempfile.TemporaryDirectory() as directory:
         path = export_ctranslate2(model, tokenizer, os.path.join(directory, "model"))
         for compute_type in ("float32", "int8"):
-            translator = ctranslate2.Translator(
-                path,
-                device="cpu",
-                compute_type=compute_type,
-                intra_threads=args.threads,
-                inter_threads=1,
-            )
-            seconds[f"ctranslate2 {compute_type}"] = best_time(
-                lambda t=translator, c=compute_type: run_theirs(t, c), args.repeats
-            )
+            for layout, (intra, inter, run) in layouts.items():
+                translator = ctranslate2.Translator(
+                    path, device="cpu", compute_type=compute_type, intra_threads=intra,
+                    inter_threads=inter,
+                )  # fmt: skip
+                seconds[f"ctranslate2 {compute_type}{layout}"] = best_time(
+                    lambda t=translator, c=compute_type, r=run: r(t, c), args.repeats
+                )
     report(name, model, batches, seconds, ours, theirs["float32"], processor)
 
 
@@ -367,7 +387,7 @@ def report(name, model, batches, seconds, ours, theirs, processor):
     for decoder, value in seconds.items():
         ratio = seconds["ours"] / value
         print(
-            f"  {decoder:>19}: {sentences / value:8.2f} sentences/s "
+            f"  {decoder:>25}: {sentences / value:8.2f} sentences/s "
             f"({value:.2f}s; {ratio:.2f}x ours)"
         )
     # The first `limit` tokens: CTranslate2 was kept from ending, ours ends with EOS there.

@@ -457,15 +457,21 @@ def compile_search(function, variables):
     )
 
 
+# Held while a compiled search traces (`_traced_in_turn`); reentrant, as a trace may call
+# another compiled function.
+_TRACING = threading.RLock()
+
+
 def _traced_in_turn(compiled):
     """`compiled`, safe to call from several threads (`decoding_workers`).
 
     Tracing runs the model's layers in Python, and a decoding loop's tracing
     sets layer attributes (`Seq2SeqTransformer.fixed_decoder_weights`), so
-    two threads must not trace at once: a call with arguments of shapes not
-    seen before takes a lock. Calls of a compiled shape run side by side.
+    two threads must not trace at once, whichever searches they trace: a
+    call with arguments of shapes not seen before takes the one tracing lock.
+    Calls of a compiled shape run side by side.
     """
-    lock, seen = threading.Lock(), set()
+    seen = set()
 
     def call(*args):
         shapes = tuple(
@@ -474,7 +480,7 @@ def _traced_in_turn(compiled):
         )
         if shapes in seen:
             return compiled(*args)
-        with lock:
+        with _TRACING:
             outputs = compiled(*args)
             seen.add(shapes)
         return outputs
