@@ -45,7 +45,7 @@ def wmt_run(wmt_files, tmp_path_factory):
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "512",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
-        "--valid-split", "valid", "--select-on-valid",
+        "--valid-split", "valid", "--select-on-valid", "--max-extra-length", "5",
         # Five length buckets instead of 16: fewer compiled shapes (JAX compiles each one).
         "--pipeline-override", "bucket_growth=1.3",
     )  # fmt: skip
