@@ -246,7 +246,6 @@ def compare_ctranslate2(args):
 
 def compare_workload(args, name, alpha, ctranslate2):
     """One workload: an untrained model of its size, timed in both decoders."""
-    import concurrent.futures
     import tempfile
 
     import keras
@@ -256,6 +255,7 @@ def compare_workload(args, name, alpha, ctranslate2):
     from keras_transformer.decoding import build_beam_search
     from keras_transformer.decoding.translator import to_token_lists
     from keras_transformer.export import export_ctranslate2
+    from keras_transformer.utils.map_in_order import map_in_order
 
     sizes, vocabulary_size, num_sentences, output_tokens = WORKLOADS[name]
     vocabulary_size = args.vocabulary_size or vocabulary_size
@@ -288,12 +288,10 @@ def compare_workload(args, name, alpha, ctranslate2):
         tokens, _ = searches[index](batches[index][0])
         ours[index] = keras.ops.convert_to_numpy(tokens)[:, 0]
 
-    # As `Translator` does: `decoding_workers()` batches side by side.
-    with concurrent.futures.ThreadPoolExecutor(backend.decoding_workers()) as executor:
-        seconds = {
-            "ours": best_time(lambda: list(executor.map(decode, range(len(batches)))),
-                              args.repeats),
-        }  # fmt: skip
+    def run_ours():  # as `Translator` does: `decoding_workers()` batches side by side
+        list(map_in_order(decode, range(len(batches)), backend.decoding_workers()))
+
+    seconds = {"ours": best_time(run_ours, args.repeats)}
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     piece_batches = [
         [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches

@@ -1,7 +1,5 @@
 """Strings in, translations out: tokenize, batch by length, beam search, detokenize."""
 
-import collections
-import concurrent.futures
 import math
 
 import keras
@@ -12,6 +10,7 @@ from keras_transformer.decoding.beam_search import build_beam_search
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.greedy_search import build_greedy_search
 from keras_transformer.utils.count_progress import CountProgress
+from keras_transformer.utils.map_in_order import map_in_order
 
 
 def to_token_lists(token_ids):
@@ -153,25 +152,16 @@ class Translator:
     def _decode(self, batches):
         """Yields (rows, (tokens, scores) as NumPy arrays) for `batches`, in their order.
 
-        Up to `backend.decoding_workers()` batches decode at the same time,
-        at most one more waits (a compiled search may be called from several
-        threads: `keras_transformer.backend.compile_search`).
+        `backend.decoding_workers()` batches decode at the same time (a
+        compiled search may be called from several threads:
+        `keras_transformer.backend.compile_search`).
         """
-        workers = backend.decoding_workers()
-        if workers == 1:
-            for rows, ids in batches:
-                yield rows, self._run_search(ids)
-            return
-        with concurrent.futures.ThreadPoolExecutor(workers) as executor:
-            pending = collections.deque()
-            for rows, ids in batches:
-                pending.append((rows, executor.submit(self._run_search, ids)))
-                if len(pending) > workers:
-                    rows, future = pending.popleft()
-                    yield rows, future.result()
-            while pending:
-                rows, future = pending.popleft()
-                yield rows, future.result()
+
+        def decode(batch):
+            rows, ids = batch
+            return rows, self._run_search(ids)
+
+        return map_in_order(decode, batches, backend.decoding_workers())
 
     def _run_search(self, ids):
         """The search's (tokens, scores) for padded `ids`, as NumPy arrays."""
