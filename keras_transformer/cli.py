@@ -37,6 +37,10 @@ HANDLERS = {
 }
 
 
+# Module -> the package extra that installs it, for a Keras backend chosen but not installed.
+BACKEND_EXTRAS = {"jax": "jax", "jaxlib": "jax", "torch": "torch"}
+
+
 def main(argv=None):
     """Runs one subcommand; returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -53,6 +57,18 @@ def main(argv=None):
     arguments = parser.parse_args(argv[:1])
     try:
         return HANDLERS[arguments.command](argv[1:], prog=f"{PROG} {arguments.command}") or 0
+    except ModuleNotFoundError as error:
+        backend = (error.name or "").split(".")[0]
+        if backend not in BACKEND_EXTRAS:
+            raise
+        # KERAS_BACKEND (or ~/.keras/keras.json) names a backend that is not installed.
+        print(
+            f"{PROG} {arguments.command}: error: the Keras backend {backend} is not installed: "
+            f"pip install 'keras-transformer-mt[{BACKEND_EXTRAS[backend]}]', or set "
+            "KERAS_BACKEND to an installed one (tensorflow is always installed)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         # Ctrl-C outside training (which saves and names its checkpoint itself): one line,
         # the status a SIGINT gives, no traceback. Outputs are written atomically.

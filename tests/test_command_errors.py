@@ -331,3 +331,27 @@ def test_a_real_process_gives_what_the_in_process_harness_gives(files, argv):
     assert (process.returncode, process.stdout) == (status, stdout) == (2, "")
     assert command_lines(process.stderr) == stderr.splitlines()
     assert len(stderr.splitlines()) == 1 and not (files / "out").exists()
+
+
+@BACKEND_INDEPENDENT
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_a_backend_not_installed_is_one_line_naming_its_extra(backend, tmp_path):
+    # The backend's package made unimportable, as on a machine without it.
+    code = (
+        f"import sys; sys.modules[{backend!r}] = None; from keras_transformer.cli import main; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    output = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT, "KERAS_BACKEND": backend}
+    process = subprocess.run(
+        [sys.executable, "-c", code, "train", "--recipe", "quickstart", "--output-dir",
+         str(output), "--max-steps", "1"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert process.returncode == 2 and process.stdout == ""
+    assert command_lines(process.stderr) == [
+        f"keras-transformer train: error: the Keras backend {backend} is not installed: "
+        f"pip install 'keras-transformer-mt[{backend}]', or set KERAS_BACKEND to an installed "
+        "one (tensorflow is always installed)"
+    ]
+    assert not output.exists()
