@@ -65,6 +65,9 @@ class TorchTransformer(nn.Module):
             return d**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, rate)
+        # Where Keras' torch backend puts ours: the GPU when there is one.
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.to(self.device)
 
     def embed(self, ids):
         sequence = self.embedding(ids) * math.sqrt(self.config.d_model)
@@ -73,7 +76,7 @@ class TorchTransformer(nn.Module):
     def forward(self, encoder_ids, decoder_ids):
         pad = self.config.pad_id
         target_length = decoder_ids.shape[1]
-        causal = nn.Transformer.generate_square_subsequent_mask(target_length)
+        causal = nn.Transformer.generate_square_subsequent_mask(target_length, device=self.device)
         outputs = self.transformer(
             self.embed(encoder_ids),
             self.embed(decoder_ids),
@@ -87,10 +90,14 @@ class TorchTransformer(nn.Module):
 
     def train_on_batch(self, inputs, labels):
         self.train()
-        encoder_ids = torch.as_tensor(inputs["encoder_token_ids"], dtype=torch.long)
-        decoder_ids = torch.as_tensor(inputs["decoder_token_ids"], dtype=torch.long)
-        labels = torch.as_tensor(labels, dtype=torch.long)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+
+        def tensor(array):
+            return torch.as_tensor(array, dtype=torch.long, device=self.device)
+
+        encoder_ids = tensor(inputs["encoder_token_ids"])
+        decoder_ids = tensor(inputs["decoder_token_ids"])
+        labels = tensor(labels)
+        with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.autocast):
             logits = self(encoder_ids, decoder_ids)
         loss = F.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]),

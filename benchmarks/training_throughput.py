@@ -102,6 +102,16 @@ def parse_args():
         "KERAS_BACKEND=torch.",
     )  # fmt: skip
     parser.add_argument(
+        "--save-batches", metavar="FILE",
+        help="Write the batches (and --vocabulary-size) to FILE (.npz) and stop: where "
+        "TensorFlow is missing (a GPU machine with JAX or torch only), --batches reads them.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--batches", metavar="FILE",
+        help="Time on the batches --save-batches wrote, with their vocabulary size, instead "
+        "of building them (no tf.data, so no TensorFlow needed).",
+    )  # fmt: skip
+    parser.add_argument(
         "--profile", metavar="DIR",
         help="After timing, profile ours on the batches into DIR and print the operations "
         "that took the most time (benchmarks/step_profile.py).",
@@ -145,6 +155,33 @@ def fixed_batches(args):
         inputs = {key: value.numpy() for key, value in inputs.items()}
         batches.append((inputs, labels.numpy()))
     return batches
+
+
+def save_batches(path, batches, vocabulary_size):
+    """Writes `batches` (pairs of an inputs dict and labels) to one .npz file."""
+    import numpy as np
+
+    arrays = {"vocabulary_size": np.asarray(vocabulary_size)}
+    for index, (inputs, labels) in enumerate(batches):
+        arrays.update({f"{index}/inputs/{key}": value for key, value in inputs.items()})
+        arrays[f"{index}/labels"] = labels
+    np.savez(path, **arrays)
+
+
+def load_batches(path):
+    """The batches and vocabulary size `save_batches` wrote to `path`."""
+    import numpy as np
+
+    with np.load(path) as arrays:
+        count = 1 + max(int(key.split("/")[0]) for key in arrays.files if "/" in key)
+        batches = []
+        for index in range(count):
+            prefix = f"{index}/inputs/"
+            inputs = {
+                key[len(prefix) :]: arrays[key] for key in arrays.files if key.startswith(prefix)
+            }
+            batches.append((inputs, arrays[f"{index}/labels"]))
+        return batches, int(arrays["vocabulary_size"])
 
 
 def model_config(args):
@@ -292,7 +329,15 @@ def main():
     if args.dtype == "bfloat16":
         keras.config.set_dtype_policy("mixed_bfloat16")
     jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
-    batches = fixed_batches(args)
+    if args.batches:
+        batches, args.vocabulary_size = load_batches(args.batches)
+        batches = batches[: args.num_batches]
+    else:
+        batches = fixed_batches(args)
+    if args.save_batches:
+        save_batches(args.save_batches, batches, args.vocabulary_size)
+        print(f"{len(batches)} batches written to {args.save_batches}", file=sys.stderr)
+        return
     config = model_config(args)
     real_tokens = sum(int((labels != config.pad_id).sum()) for _, labels in batches)
     padded_tokens = sum(labels.size for _, labels in batches)

@@ -64,7 +64,38 @@ def test_all_forms_off_give_the_stock_keras_ops():
     reason="the CPU forms of TensorFlow and JAX",
 )
 def test_torch_and_accelerators_use_the_stock_keras_ops():
-    assert backend.fast_forms() == stock_forms()
+    if keras.backend.backend() == "jax":  # the accelerator's own form
+        assert backend.fast_forms() == backend.FastForms(one_hot_row_gradient=True)
+    else:
+        assert backend.fast_forms() == stock_forms()
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="a JAX custom gradient")
+@pytest.mark.parametrize(
+    "dtype, entries", [("float32", 2**27), ("bfloat16", 2**27), ("float32", 70)]
+)
+def test_one_hot_row_gradient_equals_the_scatter_of_take(monkeypatch, dtype, entries):
+    """`gather_rows`' accelerator form against autodiff of `jnp.take`, chunked or not."""
+    import jax
+    import jax.numpy as jnp
+
+    monkeypatch.setattr(backend, "_ONE_HOT_ENTRIES", entries)  # 70: chunks of 3 of 23 tokens
+    rng = np.random.default_rng(0)
+    table = jnp.asarray(rng.normal(size=(20, 6)), jnp.float32)
+    ids = jnp.asarray(rng.integers(0, 20, size=(23,)).reshape(1, 23))
+    ids = ids.at[0, :8].set(0)  # one row named often, as the padding id
+    weights = jnp.asarray(rng.normal(size=(1, 23, 6)), dtype)
+
+    def loss(take, table):
+        return jnp.sum(take(table, ids).astype(dtype) * weights).astype(jnp.float32)
+
+    form = backend._one_hot_gradient_take()
+    np.testing.assert_array_equal(form(table, ids), jnp.take(table, ids, axis=0))
+    expected = jax.grad(lambda t: loss(lambda t, i: jnp.take(t, i, axis=0), t))(table)
+    gradient = jax.grad(lambda t: loss(form, t))(table)
+    tolerance = 1e-6 if dtype == "float32" else 1e-2
+    np.testing.assert_allclose(gradient, expected, rtol=tolerance, atol=tolerance)
+    assert gradient.dtype == table.dtype
 
 
 @pytest.mark.skipif(
@@ -130,3 +161,31 @@ def test_a_training_step_is_not_offered_decodings_forms():
     assert "blocked_top_k" in forms
     training = backend.applicable_forms(xla=True, decoding=False)
     assert set(training) == set(forms) - set(backend.DECODING_FORMS)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="a JAX custom gradient")
+def test_token_embedding_takes_the_one_hot_row_gradient_from_its_variable(monkeypatch):
+    """The accelerator's form inside a layer (a Keras variable, a traced step) on the CPU."""
+    import jax
+
+    from keras_transformer.layers import TokenEmbedding
+
+    layer = TokenEmbedding(vocabulary_size=30, embedding_dim=8)
+    ids = np.array([[0, 0, 0, 5, 7, 29], [0, 3, 3, 3, 2, 1]])
+    layer.build()
+    weights = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
+
+    def gradient():
+        def loss(variables):
+            outputs, _ = layer.stateless_call(variables, [], ids)
+            return (outputs * weights).sum()
+
+        values = [variable.value for variable in layer.trainable_variables]
+        return np.asarray(jax.jit(jax.grad(loss))(values)[0])
+
+    expected = gradient()
+    form = backend.FastForms(one_hot_row_gradient=True)
+    monkeypatch.setattr(backend, "fast_forms", lambda: form)
+    np.testing.assert_allclose(gradient(), expected, rtol=1e-6, atol=1e-6)
+    # Row 0 gets four tokens' sums, unused rows nothing: the scatter's result.
+    assert np.abs(expected[[4, 6, 8]]).max() == 0 and np.abs(expected[0]).max() > 0

@@ -98,12 +98,12 @@ def test_step_flops_match_the_matmuls_of_both_models(attention_bias):
         assert 3 * dot_flops(jaxpr.jaxpr) == expected, model.name
 
 
-def parse_throughput(output):
+def parse_throughput(output, baseline="keras-hub"):
     # model | tokens/s | ms / step | CPU-s / step | model TFLOP/s | MFU
-    pattern = r"^\| (ours|keras-hub) \| ([\d,]+) \| .* \| ([\d.]+) \| ([\d.]+)% \|$"
+    pattern = rf"^\| (ours|{baseline}) \| ([\d,]+) \| .* \| ([\d.]+) \| ([\d.]+)% \|$"
     rows = {name: values for name, *values in re.findall(pattern, output, re.M)}
-    params = dict(re.findall(r"^(ours|keras-hub): ([\d.]+)M parameters", output, re.M))
-    ratio = re.search(r"^ours / keras-hub tokens/s: ([\d.]+)x", output, re.M)
+    params = dict(re.findall(rf"^(ours|{baseline}): ([\d.]+)M parameters", output, re.M))
+    ratio = re.search(rf"^ours / {baseline} tokens/s: ([\d.]+)x", output, re.M)
     return rows, params, ratio
 
 
@@ -144,6 +144,53 @@ def test_training_throughput_runs_both_builds(data_dir, dtype):
         tolerance = 100 * 0.0005 * 1e3 / peak + expected * 0.05 / peak + 0.05
         assert abs(float(mfu) - expected) <= tolerance, output
     assert ratio is not None and float(ratio.group(1)) > 0, output
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.nn.Transformer's baseline")
+def test_training_throughput_runs_against_torch_nn_transformer(data_dir):
+    output = run_benchmark(
+        "training_throughput", *TINY_MODEL, "--rounds", "1", "--num-batches", "1",
+        "--peak-size", "256", "--data-dir", data_dir, "--baseline", "torch",
+    )  # fmt: skip
+    rows, params, ratio = parse_throughput(output, baseline="torch")
+    assert set(rows) == {"ours", "torch"}, output
+    # The same architecture: biases in the attention included, as torch's attention has them.
+    assert params["ours"] == params["torch"], output
+    assert ratio is not None and float(ratio.group(1)) > 0, output
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the GPU machine's backend")
+def test_training_throughput_times_saved_batches_without_tensorflow(data_dir, tmp_path):
+    """`--save-batches` where tf.data is, `--batches` on a machine without TensorFlow."""
+    batches = str(tmp_path / "batches.npz")
+    run_benchmark(
+        "training_throughput", *TINY_MODEL, "--num-batches", "2", "--data-dir", data_dir,
+        "--save-batches", batches,
+    )  # fmt: skip
+    throughput = load_benchmark("training_throughput")
+    saved, vocabulary_size = throughput.load_batches(batches)
+    assert vocabulary_size == 500 and len(saved) == 2
+    for inputs, labels in saved:
+        assert set(inputs) == {"encoder_token_ids", "decoder_token_ids"}
+        assert labels.shape == inputs["decoder_token_ids"].shape
+        # Teacher forcing: the decoder reads the labels shifted right by one (EOS aside).
+        read = inputs["decoder_token_ids"][:, 1:]
+        np.testing.assert_array_equal(read[read != 0], labels[:, :-1][read != 0])
+    blocker = tmp_path / "no_tensorflow"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['tensorflow'] = sys.modules['tensorflow_text'] = None\n"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}"}
+    command = [
+        sys.executable, os.path.join(BENCHMARKS, "training_throughput.py"), *TINY_MODEL,
+        "--vocabulary-size", "900", "--batches", batches, "--rounds", "1", "--peak-size", "256",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The file's vocabulary size, not the flag's.
+    assert "vocabulary=500 " in result.stdout, result.stdout
+    assert re.search(r"^2 batches \(shapes ", result.stdout, re.M), result.stdout
 
 
 @pytest.mark.slow  # one model per fast form, each traced for every batch shape

@@ -6,6 +6,7 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.layers.kernel_matmul import kernel_matmul
 from keras_transformer.layers.utils import current_thread_value, thread_value
 
@@ -97,7 +98,7 @@ class TokenEmbedding(keras.layers.Layer):
             # `kernel_matmul`: a faster embedding gradient on JAX's CPU backend.
             logits = kernel_matmul(inputs, kernel, transpose_kernel=True)
             return ops.cast(logits, "float32")
-        embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
+        embedded = backend.gather_rows(self.embeddings, ops.cast(inputs, "int32"))
         embedded = ops.cast(embedded, self.compute_dtype)
         if self.scale:
             embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)
