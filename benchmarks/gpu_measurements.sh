@@ -8,8 +8,8 @@
 #     bash benchmarks/gpu_measurements.sh measure [BATCHES_DIR] [OUTPUT_DIR] # the GPU machine
 #
 # `prepare` writes the fixed batches (benchmarks/training_throughput.py --save-batches) to
-# BATCHES_DIR (default gpu_batches/): base.npz (base size, the paper's 37,000 rows, batches of
-# 25,000 tokens) and recipe.npz (DATA_DIR's Multi30k train set, default
+# BATCHES_DIR (default gpu_batches/): base.npz (the built-in synthetic corpus's batches of
+# 25,000 tokens for a base-size model of the paper's 37,000 rows) and recipe.npz (DATA_DIR's Multi30k train set, default
 # ../shared/data/multi30k, in the multi30k recipe's 10,000 pieces and 4,096-token batches).
 # Building them needs tf.data; `measure` reads them, so the GPU machine needs keras, keras-hub
 # and JAX or torch, not TensorFlow. OUTPUT_DIR (default gpu_results/, or $OUT when set)
