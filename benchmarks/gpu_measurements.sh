@@ -44,6 +44,12 @@ elif [ "$command" != measure ]; then
   exit 2
 fi
 
+for file in base.npz recipe.npz; do
+  if [ ! -f "$batches/$file" ]; then
+    echo "$0: error: $batches/$file does not exist: run '$0 prepare $batches' first" >&2
+    exit 2
+  fi
+done
 out="${3:-${OUT:-gpu_results}}"
 scratch="${TMPDIR:-/tmp}/gpu_measurements"
 mkdir -p "$out" "$scratch"

@@ -330,6 +330,8 @@ def main():
         keras.config.set_dtype_policy("mixed_bfloat16")
     jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     if args.batches:
+        if not os.path.isfile(args.batches):
+            sys.exit(f"error: --batches {args.batches} does not exist (see --save-batches)")
         batches, args.vocabulary_size = load_batches(args.batches)
         batches = batches[: args.num_batches]
     else:

@@ -167,14 +167,8 @@ def on_accelerator():
 def fast_forms():
     """The `FastForms` record for code built or traced now."""
     backend = keras.backend.backend()
-    if backend == "torch":
-        return FastForms(dropout="torch_generator")  # exact resume, on every device
-    if backend == "jax" and on_accelerator():
-        return FastForms(one_hot_row_gradient="one_hot_row_gradient" not in disabled_forms())
-    if backend not in ("jax", "tensorflow") or on_accelerator():
-        return FastForms()
-    xla = backend == "jax" or compat.in_xla_context()
-    return _cpu_forms(backend, xla, disabled_forms())
+    xla = backend == "jax" or (backend == "tensorflow" and compat.in_xla_context())
+    return _device_forms(backend, on_accelerator(), xla, disabled_forms())
 
 
 def applicable_forms(xla, decoding=True):
@@ -189,16 +183,26 @@ def applicable_forms(xla, decoding=True):
         A tuple of names from `FORMS`.
     """
     backend = keras.backend.backend()
-    if backend == "jax" and on_accelerator():
-        return ("one_hot_row_gradient",)
-    if backend not in ("jax", "tensorflow") or on_accelerator():
-        return ()
-    xla = xla or backend == "jax"
-    everything = _cpu_forms(backend, xla, frozenset())
+    accelerator = on_accelerator()
+    everything = _device_forms(backend, accelerator, xla, frozenset())
     names = FORMS if decoding else tuple(n for n in FORMS if n not in DECODING_FORMS)
     return tuple(
-        name for name in names if _cpu_forms(backend, xla, frozenset({name})) != everything
+        name
+        for name in names
+        if _device_forms(backend, accelerator, xla, frozenset({name})) != everything
     )
+
+
+@functools.cache
+def _device_forms(backend, accelerator, xla, disabled):
+    """The `FastForms` of `backend` on a CPU or an accelerator, `disabled` forms off."""
+    if backend == "torch":
+        return FastForms(dropout="torch_generator")  # exact resume, on every device
+    if backend == "jax" and accelerator:
+        return FastForms(one_hot_row_gradient="one_hot_row_gradient" not in disabled)
+    if backend not in ("jax", "tensorflow") or accelerator:
+        return FastForms()
+    return _cpu_forms(backend, xla or backend == "jax", disabled)
 
 
 @functools.cache

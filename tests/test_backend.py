@@ -133,6 +133,24 @@ def test_each_cpu_form_is_on_where_it_was_measured_faster():
     assert backend._cpu_forms("tensorflow", False, frozenset()).loss_gradient
 
 
+def test_an_accelerator_gets_only_the_forms_measured_there():
+    """On a GPU or TPU: JAX's embedding gradient; TensorFlow and torch the stock ops."""
+    for name, expected in (("jax", {"one_hot_row_gradient"}), ("tensorflow", set())):
+        everything = backend._device_forms(name, True, True, frozenset())
+        applied = {
+            form
+            for form in backend.FORMS
+            if backend._device_forms(name, True, True, frozenset({form})) != everything
+        }
+        assert applied == expected, name
+    assert backend._device_forms("jax", True, True, frozenset()) == backend.FastForms(
+        one_hot_row_gradient=True
+    )
+    for accelerator in (False, True):  # torch: its resumable dropout, nothing else
+        forms = backend._device_forms("torch", accelerator, False, frozenset())
+        assert forms == backend.FastForms(dropout="torch_generator")
+
+
 @pytest.mark.parametrize("n, k", [(10000, 10), (4000, 3), (30, 4)])
 def test_top_k_gives_the_values_and_indices_of_keras_top_k(n, k):
     rng = np.random.default_rng(n)
