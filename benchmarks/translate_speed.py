@@ -57,6 +57,12 @@ def parse_args():
         help="Also time ours with Keras' own top_k over the vocabulary (the blocked_top_k fast "
         "form of keras_transformer.backend off), the reference for that form.",
     )  # fmt: skip
+    parser.add_argument(
+        "--batch-tokens", type=int, nargs="*", default=[], metavar="N",
+        help="Also time ours in batches of at most N sentences x padded length instead of "
+        "--batch-size sentences; 0: the backend's default bound (what `keras-transformer "
+        "translate` uses).",
+    )  # fmt: skip
     return parser.parse_args()
 
 
@@ -125,9 +131,12 @@ def main():
         variants.append(("ours, rows kept", {"drop_settled": False}, ()))
     if args.stock_top_k:
         variants.append(("ours, stock top_k", {}, ("blocked_top_k",)))
+    for tokens in args.batch_tokens:
+        name = f"ours, {tokens or 'default'} batch tokens"
+        variants.append((name, {"batch_size": None, "batch_tokens": tokens or None}, ()))
     seconds, outputs = {}, {}
     for name, arguments, disabled in variants:
-        translator = Translator(model, tokenizer, **settings, **arguments)
+        translator = Translator(model, tokenizer, **{**settings, **arguments})
 
         def translate(translator=translator, disabled=disabled):
             # Forms are read where a search is traced, in the untimed first pass.

@@ -316,10 +316,12 @@ def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path)
         "translate_speed", "--model", str(tmp_path), "--input", str(tmp_path / "input.en"),
         "--max-extra-length", "3", "--batch-size", "4", "--repeats", "1",
         "--references", str(tmp_path / "references.de"), "--keep-settled-rows", "--stock-top-k",
+        "--batch-tokens", "0", "16",
     )  # fmt: skip
     assert re.search(r"^backend=tensorflow .* sentences=6 beam=4 alpha=0.6 batch=4 ", output, re.M)
-    # The references, Keras' own top_k and settled sources kept in the loop: the same translations.
-    for reference in ("rows kept", "stock top_k"):
+    # The references, Keras' own top_k, settled sources kept in the loop and other batches:
+    # the same translations.
+    for reference in ("rows kept", "stock top_k", "default batch tokens", "16 batch tokens"):
         pattern = rf"^ *ours, {reference}: .* same translation as ours: 6 of 6;"
         assert re.search(pattern, output, re.M), output
     for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8", "ctranslate2 float32 inter",

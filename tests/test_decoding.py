@@ -280,18 +280,14 @@ def test_best_next_tokens_are_the_best_of_the_full_log_softmax(vocab, count):
     full[at_limit, EOS] = 0.0
     expected_ids = np.argsort(-full, axis=-1, kind="stable")[:, :count]
     expected = np.take_along_axis(full, expected_ids, -1)
-    best = np.argsort(-log_probs, axis=-1, kind="stable")[:, :count]
-    got_ids, got = np.take_along_axis(token_ids, best, -1), np.take_along_axis(log_probs, best, -1)
-    # The allowed tokens' log-probabilities, best first, each the one of its own id (tied
-    # tokens may come in either order); the others trail at NEG_INF.
-    allowed = expected > NEG_INF / 2
-    np.testing.assert_allclose(got[allowed], expected[allowed], rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(
-        np.take_along_axis(full, got_ids, -1)[allowed], got[allowed], rtol=1e-6, atol=1e-6
-    )
-    assert np.all(got[~allowed] <= NEG_INF / 2)
-    np.testing.assert_array_equal(got_ids[at_limit, 0], EOS)
-    assert log_probs.shape == (6, min(vocab, count + 2))
+    np.testing.assert_allclose(log_probs, expected, rtol=1e-6, atol=1e-6)
+    # Each id is distinct and carries its own log-probability.
+    np.testing.assert_allclose(np.take_along_axis(full, token_ids, -1), log_probs, rtol=1e-6)
+    assert all(len(set(row)) == count for row in token_ids.tolist())
+    np.testing.assert_array_equal(token_ids[at_limit, 0], EOS)
+    if keras.backend.backend() != "torch":  # torch.topk orders ties as it likes
+        # Ties to the lower id, as a stable sort of the whole row ranks them.
+        np.testing.assert_array_equal(token_ids, expected_ids)
 
 
 @pytest.mark.skipif(

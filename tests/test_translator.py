@@ -135,3 +135,21 @@ def test_progress_bar_goes_to_stderr_and_stdout_stays_empty(tokenizer_and_model,
     assert captured.out == ""
     assert "3/3" in captured.err
     assert len(translations) == 3
+
+
+def test_batches_default_to_the_backends_bound_and_an_explicit_one_wins(tokenizer_and_model):
+    from keras_transformer import backend
+
+    tokenizer, model, english = tokenizer_and_model
+    # JAX on a CPU keeps every row of a batch to its end: smaller batches there.
+    expected = 256 if keras.backend.backend() == "jax" and not backend.on_accelerator() else 4096
+    assert backend.decoding_batch_tokens() == expected
+    sentences = [sentence[:30] for sentence in english[:200]]  # 200 sources, up to 16 ids
+    for batch_tokens, bound in ((None, expected), (4096, 4096), (64, 64)):
+        translator = Translator(model, tokenizer, batch_tokens=batch_tokens)
+        token_lists = translator._tokenize(sentences)
+        batches = list(translator._batches(token_lists))
+        assert sum(len(rows) for rows, _ in batches) == len(sentences)
+        assert all(len(rows) * ids.shape[1] <= bound for rows, ids in batches)
+        # Each batch is as large as the bound allows (bar the last of a length bucket).
+        assert max(len(rows) * ids.shape[1] for rows, ids in batches) > bound // 2

@@ -28,7 +28,7 @@ from keras_transformer.decoding.beam_state import BeamState, beam_search_done
 from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
 from keras_transformer.decoding.search_state import (
     NEG_INF,
-    best_next_tokens,
+    allowed_log_probs,
     compile_search,
     decode_step,
     decoding_loop,
@@ -282,15 +282,13 @@ def _beam_step(model, s, bounds, state):
     beam_limits = ops.repeat(ops.take(bounds.limits, state.sources), k, axis=0)  # (sources * k,)
     buffer = ops.reshape(state.live_seqs, (-1, bounds.num_steps + 1))  # (sources * k, steps + 1)
     logits, cache = decode_step(model, buffer, step, state.cache, s.use_cache)
-    # A source's 2k best continuations are among its beams' 2k best tokens each.
-    log_probs, token_ids = best_next_tokens(
-        logits, step, beam_limits, s.eos_id, s.banned, 2 * k
-    )  # (sources * k, m)
-    m = ops.shape(log_probs)[-1]
-    candidates = state.live_scores[:, :, None] + ops.reshape(log_probs, (-1, k, m))
-    top_scores, top_ids = ops.top_k(ops.reshape(candidates, (-1, k * m)), 2 * k)
-    top_beams = top_ids // m  # (sources, 2k)
-    top_tokens = ops.take_along_axis(ops.reshape(token_ids, (-1, k * m)), top_ids, axis=1)
+    log_probs = allowed_log_probs(logits, step, beam_limits, s.eos_id, s.banned)
+    vocab = log_probs.shape[-1]
+    # Every continuation of a source's beams ranked at once, beam-major: (sources, k * vocab).
+    candidates = state.live_scores[:, :, None] + ops.reshape(log_probs, (-1, k, vocab))
+    top_scores, top_ids = backend.top_k(ops.reshape(candidates, (-1, k * vocab)), 2 * k)
+    top_beams = top_ids // vocab  # (sources, 2k)
+    top_tokens = top_ids % vocab
     sequences = _gather_beams(state.live_seqs, top_beams)  # (sources, 2k, steps + 1)
     sequences = ops.where(
         bounds.positions[None, None, :] == step + 1, top_tokens[:, :, None], sequences
@@ -370,10 +368,12 @@ def _write_results(state, num_results, which=None):
 
 def _gather_beams(tensor, indices):
     """tensor (batch, beams, ...) -> (batch, len(indices[0]), ...) along the beam axis."""
-    shape = ops.shape(tensor)
-    expanded = ops.reshape(indices, (*ops.shape(indices), *([1] * (len(shape) - 2))))
-    expanded = ops.broadcast_to(expanded, (*ops.shape(indices), *shape[2:]))
-    return ops.take_along_axis(tensor, expanded, axis=1)
+    batch, beams, *rest = ops.shape(tensor)
+    # Whole rows of the flattened (batch * beams, ...) tensor: one slice per beam.
+    rows = indices + ops.arange(batch, dtype="int32")[:, None] * beams
+    gathered = ops.take(ops.reshape(tensor, (-1, *rest)), ops.reshape(rows, (-1,)), axis=0)
+    width = indices.shape[1] if indices.shape[1] is not None else -1  # static where known
+    return ops.reshape(gathered, (batch, width, *rest))
 
 
 def beam_search(model, encoder_token_ids, **kwargs):

@@ -61,8 +61,12 @@ class DecodingConfig(DataclassConfig):
         "max-extra-length - 1).",
         metavar="N",
     )
-    batch_tokens: int = setting(
-        4096, "Upper bound on sentences x padded length of one decoding batch.", metavar="N"
+    batch_tokens: int | None = setting(
+        None,
+        "Upper bound on sentences x padded length of one decoding batch; none: the backend's "
+        "choice (4096; 256 with JAX on a CPU, whose compiled search keeps every row of a "
+        "batch until its last one ends).",
+        metavar="N",
     )
     batch_size: int | None = setting(
         None,
@@ -84,7 +88,7 @@ class DecodingConfig(DataclassConfig):
             max_source_length=self.max_source_length,
             num_results=self.num_results,
         )
-        check_int(self.batch_tokens, "batch_tokens", minimum=1)
+        check_int(self.batch_tokens, "batch_tokens", minimum=1, optional=True)
         check_int(self.batch_size, "batch_size", minimum=1, optional=True)
 
     @classmethod
@@ -104,6 +108,18 @@ class DecodingConfig(DataclassConfig):
                 f"`decoding` must be a DecodingConfig. Received: {type(decoding).__name__}"
             )
         return decoding.replace(**settings) if settings else decoding
+
+    def batch_token_limit(self):
+        """`batch_tokens`, or the backend's choice when it is None.
+
+        Reads the backend (`keras_transformer.backend.decoding_batch_tokens`):
+        call it where decoding runs, not where the config is made.
+        """
+        if self.batch_tokens is not None:
+            return self.batch_tokens
+        from keras_transformer import backend
+
+        return backend.decoding_batch_tokens()
 
     def source_length_limit(self, model_config):
         """The source ids a model can decode from: the longest source the positions reach.

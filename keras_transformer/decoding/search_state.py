@@ -2,6 +2,7 @@
 
 import itertools
 
+import numpy as np
 from keras import ops
 
 from keras_transformer import backend
@@ -25,14 +26,14 @@ def output_limits(encoder_token_ids, pad_id, max_extra_length):
     return ops.where(source_lengths > 0, source_lengths + max_extra_length, 0)  # (batch,)
 
 
-def best_next_tokens(logits, step, limits, eos_id, banned_ids, count):
-    """The most probable next tokens of each row, with the decoding rules applied.
+def allowed_log_probs(logits, step, limits, eos_id, banned_ids):
+    """Each row's log-softmax with the decoding rules applied: float32 (rows, vocab).
 
-    `banned_ids` (padding, begin-of-sentence) are never generated; a row that
-    reached its length limit (`step >= limit`) may only emit EOS. The rules
-    are applied to a short list: the `count + len(banned_ids)` best tokens of
-    a row's log-softmax hold its `count` best allowed ones. A step thus
-    writes one vocabulary-sized array (the log-softmax) and ranks it once.
+    `banned_ids` (padding, begin-of-sentence) are never generated: their
+    entries become `NEG_INF`. A row that reached its length limit
+    (`step >= limit`) may only emit EOS: EOS gets log-probability 0, every
+    other id `NEG_INF`. The rules are elementwise, so a compiler fuses them
+    into the log-softmax's own pass over the row.
 
     Args:
         logits: (rows, vocab) logits.
@@ -40,31 +41,32 @@ def best_next_tokens(logits, step, limits, eos_id, banned_ids, count):
         limits: (rows,) int, the output limit of each row.
         eos_id: int.
         banned_ids: tuple of int.
-        count: int, the tokens wanted per row.
-
-    Returns:
-        `log_probs`, float32 (rows, m), and `token_ids`, int32 (rows, m), with
-        `m = min(vocab, count + len(banned_ids))`: the row's most probable
-        tokens, best first, banned ones then set to `NEG_INF`. A row at its
-        limit lists EOS at log-probability 0, then the lowest other ids at
-        `NEG_INF`, as its whole vocabulary would rank under that rule. The
-        `count` best entries of a row are the `count` best tokens of its full
-        log-softmax under the rules, with the same values.
     """
     log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
     vocab = log_probs.shape[-1]
-    m = min(vocab, count + len(banned_ids))
-    log_probs, token_ids = backend.top_k(log_probs, m)  # (rows, m), best first
-    for token in banned_ids:
-        log_probs = ops.where(token_ids == token, NEG_INF, log_probs)
-    # At its limit a row offers EOS, then other ids in the order a whole row of
-    # NEG_INF ranks them (lowest first).
-    others = [i for i in range(min(vocab, m + 1)) if i != eos_id][: m - 1]
-    eos_first = ops.convert_to_tensor([eos_id, *others], "int32")  # (m,)
-    eos_only = ops.convert_to_tensor([0.0] + [NEG_INF] * (m - 1), "float32")
+    banned = np.zeros((1, vocab), bool)
+    banned[0, [i for i in banned_ids if i < vocab]] = True
+    at_limit_row = np.full((1, vocab), NEG_INF, "float32")
+    at_limit_row[0, eos_id] = 0.0
+    log_probs = ops.where(banned, NEG_INF, log_probs)
     at_limit = ops.greater_equal(step, limits)[:, None]  # (rows, 1)
-    token_ids = ops.where(at_limit, eos_first[None, :], token_ids)
-    return ops.where(at_limit, eos_only[None, :], log_probs), token_ids
+    return ops.where(at_limit, at_limit_row, log_probs)
+
+
+def best_next_tokens(logits, step, limits, eos_id, banned_ids, count):
+    """The `count` most probable next tokens of each row under the decoding rules.
+
+    Args:
+        logits, step, limits, eos_id, banned_ids: as `allowed_log_probs`.
+        count: int, the tokens wanted per row.
+
+    Returns:
+        `log_probs`, float32 (rows, count), and `token_ids`, int32 (rows,
+        count): the best entries of `allowed_log_probs`, best first (ties to
+        the lower id).
+    """
+    log_probs = allowed_log_probs(logits, step, limits, eos_id, banned_ids)
+    return backend.top_k(log_probs, count)
 
 
 def start_decoding(

@@ -95,6 +95,7 @@ class Translator:
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
         self.truncated = 0
+        self.batch_tokens = decoding.batch_token_limit()
         if search == "greedy":
             greedy = build_greedy_search(
                 model,
@@ -138,7 +139,7 @@ class Translator:
         while start < len(order):
             length = max(8, 2 ** math.ceil(math.log2(len(token_lists[order[start]]))))
             rows = [i for i in order[start:] if len(token_lists[i]) <= length]
-            capacity = max(1, self.decoding.batch_tokens // length)
+            capacity = max(1, self.batch_tokens // length)
             if self.decoding.batch_size is not None:
                 capacity = min(capacity, self.decoding.batch_size)
             rows = rows[:capacity]

@@ -63,7 +63,8 @@ def _served_settings(model, tokenizer, decoding):
         "length_penalty_rule": decoding.length_penalty_rule,
         "max_extra_length": decoding.max_extra_length,
         "max_source_length": decoding.kept_source_length(model.config),
-        "batch_tokens": decoding.batch_tokens,
+        # The served graph runs on TensorFlow, whichever backend exports it.
+        "batch_tokens": decoding.batch_tokens or backend.DECODING_BATCH_TOKENS,
     }
 
 

@@ -64,7 +64,7 @@ class TranslationModule(tf.Module):
     ):
         super().__init__(name="translation_module")
         decoding = DecodingConfig.from_settings(decoding, **settings)
-        self._batch_tokens = decoding.batch_tokens
+        self._batch_tokens = decoding.batch_token_limit()
         self._max_extra_length = decoding.max_extra_length
         config = model.config
         self._pad_id = config.pad_id
