@@ -462,8 +462,8 @@ def decoding_batch_tokens():
     of a trained model's translations pays for its longest one many times
     over, and a few large batches leave the second decoding worker
     (`decoding_workers`) idle. On 2 AMD Zen 4 cores, 256 translated a
-    trained quickstart model's 500 test sentences 2.1x faster than 4096 and
-    the Multi30k recipe's model's 1,000 1.3x faster (docs/performance.md).
+    trained quickstart model's 500 test sentences 2.0x faster than 4096 and
+    the Multi30k recipe's model's 1,000 1.4x faster (docs/performance.md).
     TensorFlow and torch drop settled rows and gain from large batches; so
     does an accelerator.
     """
