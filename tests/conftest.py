@@ -1,5 +1,8 @@
+import atexit
 import math
 import os
+import shutil
+import tempfile
 from collections import Counter
 
 # CTranslate2 reads this when it is imported. On AMD CPUs it picks oneDNN for its int8
@@ -23,6 +26,12 @@ import numpy as np
 import pytest
 
 from keras_transformer import TransformerConfig, backend
+
+# The commands keep compiled programs in the user's cache directory (JAX): the tests and the
+# commands they start use one of their own, never the user's.
+_CACHE_HOME = tempfile.mkdtemp(prefix="keras-transformer-tests-cache-")
+atexit.register(shutil.rmtree, _CACHE_HOME, ignore_errors=True)
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
 
 # The fast forms of `keras_transformer.backend` apply on a CPU; a test of one skips elsewhere.
 CPU_FORMS = pytest.mark.skipif(

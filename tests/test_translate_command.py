@@ -443,3 +443,36 @@ def test_average_evaluate_export_refuse_their_inputs_and_take_run_dirs(saved, ca
             export, capsys, "--model", str(path), "--output", str(tmp_path / "x")
         )
         assert status == 2 and message.replace("translate takes", "export takes") in err, err
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX's compilation cache")
+def test_a_second_run_loads_the_compiled_searches(saved, tmp_path):
+    run, _, _, sentences = saved
+    (tmp_path / "input.en").write_text("\n".join(sentences[:40]) + "\n", encoding="utf-8")
+    # Every program cached, however fast it compiled (JAX's default keeps those over 1 s).
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                   "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # fmt: skip
+    environment.pop("JAX_COMPILATION_CACHE_DIR", None)
+    cache = tmp_path / "cache" / "keras_transformer" / "xla_cache"
+
+    def translate(output, **extra):
+        arguments = ["--run-dir", str(run), "--input", str(tmp_path / "input.en"),
+                     "--output", str(tmp_path / output), "--max-extra-length", "3"]  # fmt: skip
+        result = subprocess.run(command(*arguments), env={**environment, **extra},
+                                capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return (tmp_path / output).read_text(encoding="utf-8")
+
+    def searches(directory):
+        return sorted(path.name for path in directory.glob("jit_stateless-*"))
+
+    first = translate("first.de")
+    compiled = searches(cache)
+    assert compiled  # the beam search of each batch shape
+    # The second run finds every search in the cache: it compiles none, the output is the same.
+    assert translate("second.de") == first
+    assert searches(cache) == compiled
+    # A cache the user chose is the one used.
+    chosen = tmp_path / "chosen"
+    assert translate("third.de", JAX_COMPILATION_CACHE_DIR=str(chosen)) == first
+    assert len(searches(chosen)) == len(compiled) and searches(cache) == compiled

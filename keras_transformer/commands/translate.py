@@ -151,7 +151,19 @@ def _warn(message):
 
 
 def translate(options, decoding, model_file, stdout):
-    """Loads the model and streams the input through it; returns the exit status."""
+    """Loads the model and streams the input through it; returns the exit status.
+
+    On JAX the compiled searches are kept in the user's cache directory
+    (`keras_transformer.utils.compilation_cache`): a later run with a model
+    of the same sizes loads them instead of compiling again.
+    """
+    from keras_transformer.utils.compilation_cache import compilation_cache, user_cache_directory
+
+    with compilation_cache(user_cache_directory()):
+        return _translate_stream(options, decoding, model_file, stdout)
+
+
+def _translate_stream(options, decoding, model_file, stdout):
     from keras_transformer.decoding import Translator
     from keras_transformer.export import load_translation_model
     from keras_transformer.text.line_chunks import LineChunks

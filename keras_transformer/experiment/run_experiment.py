@@ -10,7 +10,6 @@ import time
 
 import keras
 
-from keras_transformer import backend
 from keras_transformer.decoding import Translator
 from keras_transformer.experiment import input_checks
 from keras_transformer.experiment import run_phases as phases
@@ -25,10 +24,10 @@ from keras_transformer.experiment.run_config_file import (
 )
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.experiment.valid_split import score_valid_split, valid_batches
+from keras_transformer.utils.compilation_cache import RUN_CACHE, compilation_cache
 
 logger = logging.getLogger("keras_transformer.experiment")
 # Subfolder of the output directory for JAX's compiled programs.
-XLA_CACHE = "xla_cache"
 
 
 def _prepare_output_dir(path):
@@ -38,29 +37,6 @@ def _prepare_output_dir(path):
         raise OSError(f"Cannot create the output directory {path}: {error.strerror}") from error
     if not os.access(path, os.W_OK):
         raise PermissionError(f"The output directory {path} is not writable.")
-
-
-@contextlib.contextmanager
-def _keep_jax_compilations(output_dir):
-    """On JAX, caches compiled programs in `{output_dir}/xla_cache` during the run.
-
-    JAX's persistent cache: a resumed run loads each bucket shape's training step
-    instead of compiling it again. A cache directory the user set
-    (`JAX_COMPILATION_CACHE_DIR`) is left as it is.
-    """
-    if not backend.is_jax():
-        yield
-        return
-    import jax
-
-    if jax.config.jax_compilation_cache_dir is not None:
-        yield
-        return
-    jax.config.update("jax_compilation_cache_dir", os.path.join(output_dir, XLA_CACHE))
-    try:
-        yield
-    finally:
-        jax.config.update("jax_compilation_cache_dir", None)
 
 
 def run_experiment(config, command_line=None):
@@ -104,7 +80,7 @@ def run_experiment(config, command_line=None):
     # Progress and messages (checkpoints, progress bars) go to stderr: stdout is the caller's.
     with (
         OutputDirLock(output_dir),
-        _keep_jax_compilations(output_dir),
+        compilation_cache(os.path.join(output_dir, RUN_CACHE)),
         contextlib.redirect_stdout(sys.stderr),
     ):
         write_run_config(settings, output_dir, recorded)
