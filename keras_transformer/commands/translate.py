@@ -154,12 +154,13 @@ def translate(options, decoding, model_file, stdout):
     """Loads the model and streams the input through it; returns the exit status.
 
     On JAX the compiled searches are kept in the user's cache directory
-    (`keras_transformer.utils.compilation_cache`): a later run with a model
+    (`keras_transformer.backend.compilation_cache`): a later run with a model
     of the same sizes loads them instead of compiling again.
     """
-    from keras_transformer.utils.compilation_cache import compilation_cache, user_cache_directory
+    from keras_transformer import backend
+    from keras_transformer.utils.compilation_cache import user_cache_directory
 
-    with compilation_cache(user_cache_directory()):
+    with backend.compilation_cache(user_cache_directory()):
         return _translate_stream(options, decoding, model_file, stdout)
 
 

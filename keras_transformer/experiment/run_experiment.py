@@ -10,6 +10,7 @@ import time
 
 import keras
 
+from keras_transformer import backend
 from keras_transformer.decoding import Translator
 from keras_transformer.experiment import input_checks
 from keras_transformer.experiment import run_phases as phases
@@ -24,7 +25,7 @@ from keras_transformer.experiment.run_config_file import (
 )
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.experiment.valid_split import score_valid_split, valid_batches
-from keras_transformer.utils.compilation_cache import RUN_CACHE, compilation_cache
+from keras_transformer.utils.compilation_cache import RUN_CACHE
 
 logger = logging.getLogger("keras_transformer.experiment")
 # Subfolder of the output directory for JAX's compiled programs.
@@ -80,7 +81,7 @@ def run_experiment(config, command_line=None):
     # Progress and messages (checkpoints, progress bars) go to stderr: stdout is the caller's.
     with (
         OutputDirLock(output_dir),
-        compilation_cache(os.path.join(output_dir, RUN_CACHE)),
+        backend.compilation_cache(os.path.join(output_dir, RUN_CACHE)),
         contextlib.redirect_stdout(sys.stderr),
     ):
         write_run_config(settings, output_dir, recorded)
