@@ -79,9 +79,7 @@ def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache
             step, done = state.step, state.done
             logits, cache = decode_step(model, state.tokens, step, state.cache, use_cache)
             log_probs, token_ids = best_next_tokens(logits, step, limits, eos_id, banned, 1)
-            best = ops.argmax(log_probs, axis=-1)[:, None]  # (batch, 1)
-            chosen = ops.take_along_axis(token_ids, best, axis=1)[:, 0]  # (batch,)
-            chosen_log_prob = ops.max(log_probs, axis=-1)
+            chosen, chosen_log_prob = token_ids[:, 0], log_probs[:, 0]  # (batch,)
             chosen = ops.where(done, pad_id, chosen)
             return GreedyState(
                 step=step + 1,
