@@ -28,7 +28,6 @@ from keras_transformer.experiment.valid_split import score_valid_split, valid_ba
 from keras_transformer.utils.compilation_cache import RUN_CACHE
 
 logger = logging.getLogger("keras_transformer.experiment")
-# Subfolder of the output directory for JAX's compiled programs.
 
 
 def _prepare_output_dir(path):
