@@ -310,6 +310,38 @@ def test_command_prints_scores(files, capsys):
     assert scores["chrf"] is None
 
 
+FRENCH_HYPOTHESES = [
+    "L'homme a dit « oui » à l'enfant.",
+    "Un chien court sur l'herbe verte devant une clôture blanche.",
+    "Aujourd'hui, c'est l'été : il fait chaud.",
+]
+FRENCH_REFERENCES = [
+    "L'homme a répondu « oui » à l'enfant.",
+    "Un chien court dans l'herbe verte devant une barrière blanche.",
+    "Aujourd'hui, c'est l'été, il fait très chaud.",
+]
+
+
+@BACKEND_INDEPENDENT
+def test_command_tokenizes_with_the_references_suffix_language(tmp_path, capsys):
+    hypotheses = write_lines(tmp_path / "test.fr.hyp", FRENCH_HYPOTHESES)
+
+    def multi30k(references, *flags):
+        argv = ["--hypotheses", hypotheses, "--references", references]
+        assert main([*argv, "--metrics", "multi30k_bleu", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)["multi30k_bleu"]
+
+    french = write_lines(tmp_path / "test.fr", FRENCH_REFERENCES)
+    untyped = write_lines(tmp_path / "references.txt", FRENCH_REFERENCES)
+    # French and German rules split the apostrophes differently, so the default can show.
+    assert multi30k(french, "--language", "fr") != multi30k(french, "--language", "de")
+    assert multi30k(french) == multi30k(french, "--language", "fr")
+    assert multi30k(french) == pytest.approx(
+        multi30k_bleu(FRENCH_HYPOTHESES, [FRENCH_REFERENCES], "fr")
+    )
+    assert multi30k(untyped) == multi30k(untyped, "--language", "de")  # no code: German
+
+
 @BACKEND_INDEPENDENT
 @pytest.mark.parametrize(
     "argv, expected",

@@ -9,6 +9,7 @@ Example:
 import argparse
 import dataclasses
 import json
+import os
 
 from keras_transformer.evaluation.evaluation_scores import DEFAULT_METRICS, METRICS
 from keras_transformer.utils.command_line import OneLineErrorParser
@@ -61,7 +62,8 @@ class EvaluateOptions(DataclassConfig):
     language: str | None = setting(
         None,
         "Target language code for the Moses tokenizer of tokenized_bleu and multi30k_bleu "
-        "(none: the --run-dir's target language, else de).",
+        "(none: the --run-dir's target language, else the first --references file's suffix "
+        "when it is a two-letter code, as in newstest2014.fr, else de).",
         metavar="CODE",
     )
     lowercase: bool | None = setting(
@@ -117,6 +119,18 @@ def _with_run_dir(parser, options):
         parser.error(f"--run-dir {error}")
 
 
+def _language_of(path):
+    """The language code a reference file's name ends with (`test_2016_flickr.fr`), else de.
+
+    German rules would tokenize a French test set's apostrophes and quotes otherwise and
+    silently change its tokenized scores, so the file's own suffix wins over the default.
+    """
+    suffix = os.path.splitext(os.path.basename(path))[1][1:]
+    if len(suffix) == 2 and suffix.isascii() and suffix.isalpha():
+        return suffix.lower()
+    return "de"
+
+
 def main(argv=None, prog=PROG):
     """Runs the command.
 
@@ -148,7 +162,7 @@ def main(argv=None, prog=PROG):
             options.hypotheses,
             list(options.references),
             metrics=list(options.metrics),
-            language=options.language or "de",
+            language=options.language or _language_of(options.references[0]),
             lowercase=bool(options.lowercase),
         )
     except (OSError, ValueError) as error:
