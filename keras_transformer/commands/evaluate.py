@@ -125,7 +125,7 @@ def _language_of(path):
     German rules would tokenize a French test set's apostrophes and quotes otherwise and
     silently change its tokenized scores, so the file's own suffix wins over the default.
     """
-    suffix = os.path.splitext(os.path.basename(path))[1][1:]
+    suffix = os.path.splitext(path)[1][1:]  # of the last path component only
     if len(suffix) == 2 and suffix.isascii() and suffix.isalpha():
         return suffix.lower()
     return "de"
