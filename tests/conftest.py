@@ -20,6 +20,12 @@ os.environ.setdefault("CT2_USE_MKL", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # PyTorch, NumPy's BLAS
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+# The session's compilation cache for started processes (below), inherited from pytest-xdist's
+# controller: kept from this process's own JAX, which reads it when keras imports it.
+if os.environ.get("JAX_COMPILATION_CACHE_DIR", "") == os.environ.get(
+    "KERAS_TRANSFORMER_TESTS_XLA_CACHE"
+):
+    os.environ.pop("JAX_COMPILATION_CACHE_DIR")
 
 import keras
 import numpy as np
@@ -32,6 +38,20 @@ from keras_transformer import TransformerConfig, backend
 _CACHE_HOME = tempfile.mkdtemp(prefix="keras-transformer-tests-cache-")
 atexit.register(shutil.rmtree, _CACHE_HOME, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+
+# The processes that tests start (recipes, commands, benchmarks) share one JAX compilation
+# cache for the whole session, across both test processes: many of them compile the same tiny
+# models on the same batch shapes. The first process (pytest-xdist's controller, or the only
+# one) makes it and passes it on. The test processes themselves compile as before (above), so
+# the tests that count compilations see what a user would; a test that checks a run's own
+# cache drops `JAX_COMPILATION_CACHE_DIR` from the environment it passes on. A cache the user
+# set is kept.
+if "KERAS_TRANSFORMER_TESTS_XLA_CACHE" not in os.environ:
+    _shared = tempfile.mkdtemp(prefix="keras-transformer-tests-xla-")
+    os.environ["KERAS_TRANSFORMER_TESTS_XLA_CACHE"] = _shared
+    atexit.register(shutil.rmtree, _shared, ignore_errors=True)
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.environ["KERAS_TRANSFORMER_TESTS_XLA_CACHE"])
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 # The fast forms of `keras_transformer.backend` apply on a CPU; a test of one skips elsewhere.
 CPU_FORMS = pytest.mark.skipif(
