@@ -565,7 +565,11 @@ def compile_search(function, variables):
     JAX: `jax.jit` with the variables passed as arguments (under a
     `StatelessScope`), so later weight updates are seen and weights are not
     baked into the program as constants. TensorFlow: a `tf.function` graph
-    (XLA off, so the same graph exports and serves without XLA). PyTorch:
+    (XLA off, so the same graph exports and serves without XLA), traced
+    without AutoGraph, as the export traces it: the search's loops and
+    branches are TensorFlow's own (`decoding_loop`), so AutoGraph has
+    nothing to convert but every layer's `call`, and that conversion was
+    most of the trace (`benchmarks/search_tracing.py`). PyTorch:
     `function` itself, run eagerly under `torch.no_grad()` (a decoding loop's
     data-dependent stopping and growing cache suit `torch.compile` poorly).
 
@@ -589,7 +593,7 @@ def compile_search(function, variables):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return _traced_in_turn(tf.function(function, reduce_retracing=True))
+        return _traced_in_turn(tf.function(function, reduce_retracing=True, autograph=False))
     if backend == "torch":
         import torch
 

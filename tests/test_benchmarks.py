@@ -256,6 +256,16 @@ def test_settled_rows_runs():
     assert re.search(r"^rows kept / settled out time: [\d.]+x$", output, re.M), output
 
 
+@only_under("tensorflow", "AutoGraph is TensorFlow's")
+def test_search_tracing_runs():
+    output = run_benchmark("search_tracing", *TINY_SEARCH, "--max-extra-length", "3")
+    # The second computation path: the script exits non-zero unless the search traced with
+    # AutoGraph gives the same tokens and scores. No speed is asserted.
+    assert re.search(r"^ *AutoGraph off \(ours\): first trace median [\d.]+s", output, re.M), output
+    assert re.search(r"^same tokens and scores in both searches$", output, re.M), output
+    assert re.search(r"^AutoGraph on / off first trace: [\d.]+x$", output, re.M), output
+
+
 @only_under("jax", "cache stages exist on JAX only")
 def test_cache_stages_runs():
     output = run_benchmark("cache_stages", *TINY_SEARCH, "--max-extra-length", "20")

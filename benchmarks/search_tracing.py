@@ -1,0 +1,101 @@
+"""On TensorFlow, how long a process's first beam search takes to trace: AutoGraph off against on.
+
+A `Translator` or `keras-transformer translate` traces its search once per batch shape, so a
+short file's translation is mostly tracing. `keras_transformer.backend.compile_search` traces
+without AutoGraph, as the SavedModel export does; the baseline is the same search traced with
+TensorFlow's default (AutoGraph on), which first converts the code of every layer the search
+calls, once per process. Each round starts a fresh process per variant, in alternating order,
+on the same untrained model (same seed), and times its search's first call (trace and one run)
+and its second call (the run alone); the medians of their difference are the tracing times.
+Both must return the same tokens and scores; the script exits with an error otherwise.
+
+    python benchmarks/search_tracing.py
+    python benchmarks/search_tracing.py --num-layers 2 --d-model 128 --num-heads 4 \\
+        --intermediate-dim 512 --vocabulary-size 1000
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from unittest import mock
+
+from cache_stages import EOS_ID, add_model_arguments, untrained_model
+
+VARIANTS = ("AutoGraph off (ours)", "AutoGraph on")
+
+
+def one_process(args):
+    """In this process: `args.variant`'s search traced and run twice; prints JSON on stdout."""
+    import keras
+    import tensorflow as tf
+
+    from keras_transformer import backend
+    from keras_transformer.decoding import build_beam_search
+
+    def traced_with_autograph(function, variables):
+        return tf.function(function, reduce_retracing=True)  # TensorFlow's default: AutoGraph on
+
+    model, ids = untrained_model(args)
+    autograph_on = mock.patch.object(backend, "compile_search", traced_with_autograph)
+    with autograph_on if args.variant == VARIANTS[1] else contextlib.nullcontext():
+        search = build_beam_search(
+            model, bos_id=2, eos_id=EOS_ID, beam_size=args.beam_size,
+            max_extra_length=args.max_extra_length,
+        )  # fmt: skip
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        tokens, scores = (keras.ops.convert_to_numpy(x) for x in search(ids))
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"tracing": times[0] - times[1], "tokens": tokens.tolist(),
+                      "scores": scores.tolist()}))  # fmt: skip
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_model_arguments(parser)
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # a child process
+    parser.set_defaults(repeats=3, max_extra_length=10)
+    args = parser.parse_args()
+    import keras
+    import numpy as np
+
+    if keras.backend.backend() != "tensorflow":
+        sys.exit("error: AutoGraph is TensorFlow's: run with KERAS_BACKEND=tensorflow")
+    if args.variant:
+        one_process(args)
+        return
+    tracing = {name: [] for name in VARIANTS}
+    outputs = {}
+    for repeat in range(args.repeats):
+        for name in VARIANTS if repeat % 2 == 0 else VARIANTS[::-1]:
+            command = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--variant", name]
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                sys.exit(f"error: the {name} process failed:\n{result.stderr[-3000:]}")
+            measured = json.loads(result.stdout.splitlines()[-1])
+            tracing[name].append(measured["tracing"])
+            outputs[name] = (np.array(measured["tokens"]), np.array(measured["scores"]))
+    (tokens, scores), (other_tokens, other_scores) = outputs.values()
+    if not (np.array_equal(tokens, other_tokens) and np.allclose(scores, other_scores, atol=1e-4)):
+        sys.exit("error: the two searches returned different outputs")
+    print(
+        f"batch={args.batch_size} beam={args.beam_size} d_model={args.d_model} "
+        f"layers={args.num_layers}+{args.num_layers} fresh processes per variant={args.repeats}"
+    )
+    medians = {name: statistics.median(values) for name, values in tracing.items()}
+    for name, values in tracing.items():
+        listed = ", ".join(f"{value:.2f}" for value in values)
+        print(f"{name:>20}: first trace median {medians[name]:.2f}s ({listed})")
+    print("same tokens and scores in both searches")
+    ratio = medians[VARIANTS[1]] / medians[VARIANTS[0]]
+    print(f"AutoGraph on / off first trace: {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
