@@ -568,8 +568,8 @@ def compile_search(function, variables):
     (XLA off, so the same graph exports and serves without XLA), traced
     without AutoGraph, as the export traces it: the search's loops and
     branches are TensorFlow's own (`decoding_loop`), so AutoGraph has
-    nothing to convert but every layer's `call`, and that conversion was
-    most of the trace (`benchmarks/search_tracing.py`). PyTorch:
+    nothing to convert but every layer's `call`, a large part of a
+    process's first trace (`benchmarks/search_tracing.py`). PyTorch:
     `function` itself, run eagerly under `torch.no_grad()` (a decoding loop's
     data-dependent stopping and growing cache suit `torch.compile` poorly).
 

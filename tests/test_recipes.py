@@ -22,6 +22,11 @@ from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The recipe runs' batching: three batch shapes on the generated data instead of 16 (wide
+# length buckets), as JAX compiles a training step and a validation step per shape.
+TOKEN_BUDGET, BUCKET_GROWTH = 1024, 4.0
+BATCHING = ("--token-budget", str(TOKEN_BUDGET), "--pipeline-override",
+            f"bucket_growth={BUCKET_GROWTH}")  # fmt: skip
 
 
 def run_recipe(name, *arguments, own_cache=False):
@@ -47,12 +52,10 @@ def wmt_run(wmt_files, tmp_path_factory):
     output = tmp_path_factory.mktemp("run") / "wmt14_base"
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
-        "--max-steps", "20", "--vocabulary-size", "300", "--token-budget", "1024",
+        "--max-steps", "20", "--vocabulary-size", "300",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
         "--valid-split", "valid", "--select-on-valid", "--max-extra-length", "5",
-        # Three batch shapes instead of 16 (wide length buckets): JAX compiles a training step
-        # and a validation step per shape.
-        "--pipeline-override", "bucket_growth=4", own_cache=True,
+        *BATCHING, own_cache=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return output, result.stdout, result.stderr
@@ -107,10 +110,10 @@ def test_a_lowercase_vocabulary_run_writes_and_scores_lowercase(wmt_files, tmp_p
     output = tmp_path / "lowercase"
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
-        "--max-steps", "10", "--vocabulary-size", "300", "--token-budget", "1024",
+        "--max-steps", "10", "--vocabulary-size", "300",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
         "--valid-split", "valid", "--no-export", "--vocabulary-lowercase",
-        "--pipeline-override", "bucket_growth=4",
+        *BATCHING,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
@@ -132,8 +135,8 @@ def test_pipeline_override_reaches_the_training_batches(wmt_run, wmt_files):
     tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
     corpus = ParallelCorpus.from_files(str(wmt_files / "train.en"), str(wmt_files / "train.de"))
     summaries = [
-        make_translation_dataset(corpus, tokenizer, token_budget=1024, **growth).summary
-        for growth in ({"bucket_growth": 4.0}, {})
+        make_translation_dataset(corpus, tokenizer, token_budget=TOKEN_BUDGET, **growth).summary
+        for growth in ({"bucket_growth": BUCKET_GROWTH}, {})
     ]
     assert summaries[0].num_shapes < summaries[1].num_shapes
     printed = "Training data: " + str(summaries[0]).replace("\n", "\n  ")
@@ -207,16 +210,18 @@ def test_resume_with_another_architecture_is_one_line(wmt_run, wmt_files):
 def test_resume_with_other_batching_is_one_line_and_trains_nothing(wmt_run, wmt_files):
     output, *_ = wmt_run
     recorded = json.loads((output / "data_order.json").read_text())
-    assert recorded["token_budget"] == 1024 and recorded["num_replicas"] == 1
-    assert recorded["pipeline_overrides"] == {"bucket_growth": 4.0}
+    assert recorded["token_budget"] == TOKEN_BUDGET and recorded["num_replicas"] == 1
+    assert recorded["pipeline_overrides"] == {"bucket_growth": BUCKET_GROWTH}
     before = sorted(os.listdir(output / "checkpoints"))
     result = run_recipe(
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "30", "--vocabulary-size", "300", "--token-budget", "256", *SMALL_MODEL,
-        "--valid-split", "valid", "--pipeline-override", "bucket_growth=4",
+        "--valid-split", "valid", "--pipeline-override", f"bucket_growth={BUCKET_GROWTH}",
     )  # fmt: skip
     assert result.returncode == 2
-    one_error_line(result, "started with token_budget=1024; this command asks for token_budget=256")
+    one_error_line(
+        result, f"started with token_budget={TOKEN_BUDGET}; this command asks for token_budget=256"
+    )
     assert sorted(os.listdir(output / "checkpoints")) == before
 
 
@@ -232,9 +237,9 @@ def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_f
     def resume(*arguments):
         result = run_recipe(
             "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
-            "--max-steps", "37", "--vocabulary-size", "300", "--token-budget", "1024",
+            "--max-steps", "37", "--vocabulary-size", "300",
             "--checkpoint-every-steps", "10", *SMALL_MODEL, "--valid-split", "valid",
-            "--pipeline-override", "bucket_growth=4", "--no-export", *arguments,
+            *BATCHING, "--no-export", *arguments,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         return result
@@ -263,9 +268,9 @@ def test_a_resumed_run_with_accumulation_trains_to_its_last_update(wmt_files, tm
         result = run_recipe(
             "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
             "--max-steps", str(max_steps), "--accumulation-steps", "2",
-            "--vocabulary-size", "300", "--token-budget", "1024", "--checkpoint-every-steps", "2",
+            "--vocabulary-size", "300", "--checkpoint-every-steps", "2",
             "--average-last", "1", *SMALL_MODEL, "--no-validate", "--no-export",
-            "--pipeline-override", "bucket_growth=4",
+            *BATCHING,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         return result
