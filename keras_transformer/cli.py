@@ -22,6 +22,7 @@ from keras_transformer.commands import (
     translate,
 )
 from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.process_exit import skip_collection_at_exit
 
 COMMANDS = ("train", "translate", "evaluate", "average", "export", "plot", "import")
 PROG = "keras-transformer"
@@ -43,6 +44,7 @@ BACKEND_EXTRAS = {"jax": "jax", "jaxlib": "jax", "torch": "torch"}
 
 def main(argv=None):
     """Runs one subcommand; returns its exit code."""
+    skip_collection_at_exit()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("command", choices=COMMANDS, help="What to do; COMMAND --help for more.")

@@ -415,3 +415,14 @@ def test_step_profile_sums_a_perfetto_trace_by_process_and_name(tmp_path):
         "| /device:GPU:0 | gemm | 0.6 | 1 | 60.0% |",
         "| /device:GPU:0 | fusion.1 | 0.4 | 2 | 40.0% |",
     ]
+
+
+@BACKEND_INDEPENDENT
+def test_command_exit_runs():
+    output = run_benchmark("command_exit", "--tiny", "--max-steps", "2", "--repeats", "1")
+    # The second computation path: the script exits non-zero unless both variants translate
+    # byte-identically and both runs reach their last step. No speed is asserted.
+    for command in ("train", "translate"):
+        pattern = rf"^ *{command}: Python's own exit / ours [\d.]+x \(-?[\d.]+ s saved\)$"
+        assert re.search(pattern, output, re.M), output
+    assert output.rstrip().endswith("both runs reached their last step"), output

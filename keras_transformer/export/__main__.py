@@ -6,6 +6,8 @@
 import sys
 
 from keras_transformer.commands.export import main
+from keras_transformer.utils.process_exit import skip_collection_at_exit
 
 if __name__ == "__main__":
+    skip_collection_at_exit()
     sys.exit(main(prog="python -m keras_transformer.export"))

@@ -15,6 +15,8 @@ import functools
 import importlib
 import pkgutil
 
+from keras_transformer.utils.process_exit import skip_collection_at_exit
+
 
 def recipe_names():
     """The names of the recipes, sorted.
@@ -70,6 +72,7 @@ def run_recipe(name, argv=None, prog=None, add_arguments=None):
     Returns:
         int, the exit code (see `recipe_main`).
     """
+    skip_collection_at_exit()
     module = recipe_module(name)
     if hasattr(module, "main"):
         return module.main(argv, prog=prog, add_arguments=add_arguments)
