@@ -6,11 +6,13 @@ the millions of objects TensorFlow, Keras and a traced model leave. The baseline
 command with Python's own exit (the freeze replaced by nothing). Each round runs both
 variants in fresh processes, in alternating order: `keras-transformer train --recipe
 quickstart` for `--max-steps` updates, then `keras-transformer translate` of the run's test
-sentences. The medians are printed with their ratio; the script exits with an error unless
-both variants' translations are byte-identical and both trained runs reached their last step.
+sentences (with `--run-dir`, only the translation, of that run's model). The medians are
+printed with their ratio; the script exits with an error unless both variants' translations
+are byte-identical and both trained runs reached their last step.
 
     python benchmarks/command_exit.py
     KERAS_BACKEND=jax python benchmarks/command_exit.py --repeats 5
+    python benchmarks/command_exit.py --run-dir runs/quickstart
 """
 
 import argparse
@@ -58,21 +60,23 @@ def last_step(run):
 
 def measure(args, work):
     """Both variants' wall times per command, and each variant's translations (bytes)."""
-    times = {(command, name): [] for command in ("train", "translate") for name in VARIANTS}
+    commands = ("translate",) if args.run_dir else ("train", "translate")
+    times = {(command, name): [] for command in commands for name in VARIANTS}
     for repeat in range(args.repeats):
         for name in VARIANTS if repeat % 2 == 0 else VARIANTS[::-1]:
             index = VARIANTS.index(name)
-            run = os.path.join(work, f"run-{index}-{repeat}")
-            train = ["train", "--recipe", "quickstart", "--output-dir", run, "--max-steps",
-                     str(args.max_steps), "--no-export", "--verbose", "0",
-                     *(TINY_MODEL if args.tiny else ())]  # fmt: skip
-            times["train", name].append(timed(name, train, work))
-            if last_step(run) != args.max_steps:
-                sys.exit(f"error: {name}: the run stopped at step {last_step(run)}")
-            # Both variants translate with the first run's model.
-            translate = ["translate", "--run-dir", os.path.join(work, "run-0-0"), "--input",
-                         os.path.join(run, "data", "test.en"), "--output",
-                         os.path.join(work, f"translations-{index}")]  # fmt: skip
+            run = args.run_dir or os.path.join(work, f"run-{index}-{repeat}")
+            if not args.run_dir:
+                train = ["train", "--recipe", "quickstart", "--output-dir", run, "--max-steps",
+                         str(args.max_steps), "--no-export", "--verbose", "0",
+                         *(TINY_MODEL if args.tiny else ())]  # fmt: skip
+                times["train", name].append(timed(name, train, work))
+                if last_step(run) != args.max_steps:
+                    sys.exit(f"error: {name}: the run stopped at step {last_step(run)}")
+            # Both variants translate with the same model: the first run's, or --run-dir's.
+            translate = ["translate", "--run-dir", args.run_dir or os.path.join(work, "run-0-0"),
+                         "--input", args.input or os.path.join(run, "data", "test.en"),
+                         "--output", os.path.join(work, f"translations-{index}")]  # fmt: skip
             times["translate", name].append(timed(name, translate, work))
     outputs = []
     for index in range(len(VARIANTS)):
@@ -86,6 +90,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="Rounds (median).")
     parser.add_argument("--max-steps", type=int, default=20, help="Updates of each training.")
     parser.add_argument("--tiny", action="store_true", help="A one-layer width-32 model.")
+    parser.add_argument("--run-dir", help="A trained run: only `translate` is timed, its model.")
+    parser.add_argument("--input", help="Sentences to translate. Default: the run's test.en.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
         times, outputs = measure(args, work)
@@ -94,10 +100,12 @@ def main():
     import keras
 
     sentences = outputs[0].count(b"\n")
-    print(f"backend={keras.backend.backend()} quickstart{' (tiny)' if args.tiny else ''} "
-          f"train steps={args.max_steps} translate sentences={sentences} "
+    trained = f"{args.run_dir}" if args.run_dir else f"quickstart{' (tiny)' if args.tiny else ''}"
+    steps = "" if args.run_dir else f" train steps={args.max_steps}"
+    print(f"backend={keras.backend.backend()} {trained}{steps} translate sentences={sentences} "
           f"fresh processes per variant={args.repeats}")  # fmt: skip
-    for command in ("train", "translate"):
+    commands = sorted({command for command, _ in times}, reverse=True)
+    for command in commands:
         medians = {name: statistics.median(times[command, name]) for name in VARIANTS}
         for name in VARIANTS:
             listed = ", ".join(f"{value:.2f}" for value in times[command, name])
@@ -107,7 +115,8 @@ def main():
             f"{command:>9}: Python's own exit / ours {python / ours:.2f}x "
             f"({python - ours:.2f} s saved)"
         )
-    print("same translations from both variants; both runs reached their last step")
+    print("same translations from both variants" + ("" if args.run_dir else
+          "; both runs reached their last step"))  # fmt: skip
 
 
 if __name__ == "__main__":
