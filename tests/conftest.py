@@ -32,6 +32,11 @@ import numpy as np
 import pytest
 
 from keras_transformer import TransformerConfig, backend
+from keras_transformer.utils.process_exit import skip_collection_at_exit
+
+# A test process exits as the commands do, without the interpreter's last garbage collection
+# over every object its tests left (seconds at the end of each suite, waited for by pytest).
+skip_collection_at_exit()
 
 # The commands keep compiled programs in the user's cache directory (JAX): the tests and the
 # commands they start use one of their own, never the user's.

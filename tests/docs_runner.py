@@ -49,5 +49,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    from keras_transformer.utils.process_exit import skip_collection_at_exit
+
     sys.path.insert(0, os.getcwd())
+    skip_collection_at_exit()  # as the commands the pages show
     sys.exit(main(sys.argv))

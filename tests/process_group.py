@@ -44,6 +44,13 @@ def fails_while_keras_needs(workaround, problem):
     )
 
 
+# The scripts exit as the commands do (keras_transformer/utils/process_exit.py).
+FROZEN_AT_EXIT = (
+    "from keras_transformer.utils.process_exit import skip_collection_at_exit\n"
+    "skip_collection_at_exit()\n"
+)
+
+
 def run_saving_script(script, backend, tmp_path, extra_env=None):
     """Runs `script` in a fresh `backend` process; it saves arrays with `np.savez(OUT, ...)`.
 
@@ -52,7 +59,7 @@ def run_saving_script(script, backend, tmp_path, extra_env=None):
     out = tmp_path / "weights.npz"
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", **(extra_env or {})}
     result = subprocess.run(
-        [sys.executable, "-c", f"OUT = {str(out)!r}\n" + script],
+        [sys.executable, "-c", f"{FROZEN_AT_EXIT}OUT = {str(out)!r}\n" + script],
         env=env,
         capture_output=True,
         text=True,
