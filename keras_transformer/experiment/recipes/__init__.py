@@ -62,6 +62,9 @@ def recipe_summary(name):
 def run_recipe(name, argv=None, prog=None, add_arguments=None):
     """Parses `argv` over recipe `name`'s settings and runs it, as its script does.
 
+    Like the commands, the process then exits without the interpreter's last garbage
+    collection (`keras_transformer.utils.process_exit`).
+
     Args:
         name: str, a recipe name.
         argv: list of str, or None for `sys.argv[1:]`.
