@@ -34,9 +34,8 @@ ENTRY_POINTS = {
     "run_name='__main__')",
     "python -m keras_transformer.evaluation": "import runpy\nsys.argv.pop(1)\n"
     "runpy.run_module('keras_transformer.evaluation', run_name='__main__')",
-    "a program importing the package": "import keras_transformer.cli\n"
-    "import keras_transformer.experiment.recipes",
 }
+IMPORTING_PROGRAM = "import keras_transformer.cli\nimport keras_transformer.experiment.recipes"
 
 
 def run_entry_point(tmp_path, code, *arguments):
@@ -49,7 +48,7 @@ def run_entry_point(tmp_path, code, *arguments):
     return result
 
 
-@pytest.mark.parametrize("entry_point", list(ENTRY_POINTS)[:3])
+@pytest.mark.parametrize("entry_point", list(ENTRY_POINTS))
 def test_commands_freeze_at_exit_after_writing_their_output(tmp_path, entry_point):
     result = run_entry_point(tmp_path, ENTRY_POINTS[entry_point], *EVALUATE)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -68,6 +67,6 @@ def test_a_recipe_script_freezes_at_exit(tmp_path):
 
 
 def test_a_program_that_imports_the_package_keeps_pythons_exit(tmp_path):
-    result = run_entry_point(tmp_path, ENTRY_POINTS["a program importing the package"])
+    result = run_entry_point(tmp_path, IMPORTING_PROGRAM)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[-1] == "frozen=False output_complete=False"
