@@ -22,9 +22,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 # XLA's optimizing passes cost more than they save on the tests' tiny models and batches: a
 # test compiles far more than it runs. JAX's documented switch for that case keeps the
-# programs' meaning and leaves out most of their optimization (on CI's AVX2 cores it cut a
-# compile-heavy file of decoding tests from 81 to 58 s). The processes that tests start
-# inherit it; a user's own runs keep XLA's default.
+# programs' meaning and leaves out most of their optimization (on CI's AVX2 cores, five
+# compile-heavy decoding tests went from 81 to 58 s). The processes that tests start inherit
+# it; a user's own runs keep XLA's default.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # The session's compilation cache for started processes (below), inherited from pytest-xdist's
 # controller: kept from this process's own JAX, which reads it when keras imports it.
