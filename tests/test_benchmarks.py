@@ -245,7 +245,7 @@ TINY_SEARCH = ("--num-layers", "1", "--d-model", "16", "--num-heads", "2", "--in
                "32", "--vocabulary-size", "50", "--batch-size", "4", "--repeats", "1")  # fmt: skip
 
 
-@only_under("tensorflow", "settled sources leave the loop on TensorFlow and torch; one is enough")
+@only_under("torch", "settled sources leave the loop on TensorFlow and torch; one is enough")
 def test_settled_rows_runs():
     output = run_benchmark("settled_rows", *TINY_SEARCH, "--max-extra-length", "3")
     # The second computation path: the script exits non-zero unless both searches give the
@@ -275,7 +275,7 @@ def test_cache_stages_runs():
     assert re.search(r"^staged / one stage time: [\d.]+x$", output, re.M), output
 
 
-@BACKEND_INDEPENDENT
+@only_under("tensorflow", "the script traces the SavedModel's graph in its own process")
 def test_long_sentence_request_runs(data_dir):
     output = run_benchmark(
         "long_sentence_request", "--data-dir", data_dir, "--num-sentences", "6",
@@ -290,7 +290,7 @@ def test_long_sentence_request_runs(data_dir):
     assert re.search(r"^one batch == sub-batches: same translations", output, re.M), output
 
 
-@only_under("tensorflow", "test_decoding_speed_runs times ours on each backend; one is enough")
+@only_under("torch", "test_decoding_speed_runs times ours on each backend; one is enough")
 def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
     output = run_benchmark(
@@ -307,7 +307,7 @@ def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     assert re.search(r"same output tokens \(ours, ctranslate2 float32\): \d+ of 8", output)
 
 
-@only_under("tensorflow", "times the current backend's Translator; one backend is enough")
+@only_under("torch", "times the current backend's Translator; one backend is enough")
 def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path):
     pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
     from keras_transformer.export import save_translation_model
@@ -328,7 +328,7 @@ def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path)
         "--references", str(tmp_path / "references.de"), "--keep-settled-rows", "--stock-top-k",
         "--batch-tokens", "0", "16",
     )  # fmt: skip
-    assert re.search(r"^backend=tensorflow .* sentences=6 beam=4 alpha=0.6 batch=4 ", output, re.M)
+    assert re.search(r"^backend=torch .* sentences=6 beam=4 alpha=0.6 batch=4 ", output, re.M)
     # The references, Keras' own top_k, settled sources kept in the loop and other batches:
     # the same translations.
     for reference in ("rows kept", "stock top_k", "default batch tokens", "16 batch tokens"):

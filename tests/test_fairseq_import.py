@@ -13,7 +13,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import BACKEND_INDEPENDENT
+from conftest import BACKEND_INDEPENDENT, only_under
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("subword_nmt")
@@ -338,7 +338,7 @@ def test_checkpoint_is_read_without_running_its_classes(tmp_path, zip_format):
     assert task["source_lang"] == "en"
 
 
-@BACKEND_INDEPENDENT
+@only_under("tensorflow", "refused in this process; other backends export in a subprocess")
 def test_export_is_refused_in_one_line(imported, capsys):
     from keras_transformer.commands.export import main as export_main
 

@@ -14,7 +14,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import BACKEND_INDEPENDENT, to_numpy
+from conftest import BACKEND_INDEPENDENT, only_under, to_numpy
 from marian_folder import write_marian_tokenizer_files
 
 from keras_transformer.commands.import_marian import main as marian_main
@@ -330,7 +330,7 @@ def test_pytorch_model_bin_without_torch_fails_in_one_line(marian, tmp_path, cap
     assert status == 2 and "needs PyTorch" in error and error.count("\n") == 1
 
 
-@BACKEND_INDEPENDENT
+@only_under("tensorflow", "the import and the model run with neither transformers nor torch")
 def test_import_needs_no_transformers(marian, tmp_path, monkeypatch):
     for name in list(sys.modules):
         if name == "transformers" or name.startswith("transformers."):
