@@ -70,17 +70,16 @@ CPU_FORMS = pytest.mark.skipif(
 )
 
 
-# What does not depend on the Keras backend (argument handling, file formats, command-line
-# streams, converters of saved weights) runs once, under PyTorch: `.ci/run` runs the suite
-# three times, and these tests would only repeat themselves under TensorFlow and JAX.
 def only_under(backend, reason):
     """Runs the test only in the suite run under `backend` (CI runs one suite per backend)."""
     return pytest.mark.skipif(keras.backend.backend() != backend, reason=reason)
 
 
-# They run in the PyTorch suite: Keras runs torch eagerly, so these tests' own training and
-# decoding trace nothing (on CI's AVX2 cores, 1168 s of these tests under TensorFlow, 806 s
-# under PyTorch). The docs pages' commands still run under TensorFlow, the users' default.
+# What does not depend on the Keras backend (argument handling, file formats, command-line
+# streams, converters of saved weights) runs once: `.ci/run` runs the suite three times. It
+# runs under PyTorch, which Keras runs eagerly, so these tests' own training and decoding
+# trace nothing (on CI's AVX2 cores, 1168 s of them under TensorFlow, 806 s under PyTorch).
+# The docs pages' commands still run under TensorFlow, the users' default.
 BACKEND_INDEPENDENT = only_under("torch", "backend-independent; runs on PyTorch")
 
 # The files with the longest runs in CI (pytest --durations), started first. Under
