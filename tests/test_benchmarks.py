@@ -266,6 +266,17 @@ def test_search_tracing_runs():
     assert re.search(r"^AutoGraph on / off first trace: [\d.]+x$", output, re.M), output
 
 
+@only_under("tensorflow", "the second trace is tf.function's")
+def test_step_tracing_runs():
+    output = run_benchmark("step_tracing", *TINY_SEARCH, "--length", "5")
+    # The second computation path: the script exits non-zero unless Keras' own build trains
+    # the same weights. No speed is asserted.
+    ours = r"^ *built before the trace \(ours\): fit median [\d.]+s"
+    assert re.search(ours, output, re.M), output
+    assert re.search(r"^same weights after both fits$", output, re.M), output
+    assert re.search(r"^built in / before the trace, first fit: [\d.]+x$", output, re.M), output
+
+
 @only_under("jax", "cache stages exist on JAX only")
 def test_cache_stages_runs():
     output = run_benchmark("cache_stages", *TINY_SEARCH, "--max-extra-length", "20")

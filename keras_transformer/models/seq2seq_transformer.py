@@ -5,6 +5,7 @@ import contextlib
 import keras
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.layers.decoding_cache import DecodingCache
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import dense_matmul
@@ -197,6 +198,10 @@ class Seq2SeqTransformer(keras.Model):
         # model whose weights are loaded next); Keras only builds on `__call__`.
         if not self.built:
             self.build()
+
+    def make_train_function(self, force=False):
+        backend.build_before_tracing(self)  # one trace of the step on TensorFlow, not two
+        return super().make_train_function(force)
 
     def call(self, inputs, training=None):
         encoder_token_ids, decoder_token_ids = self._check_inputs(inputs)
