@@ -592,14 +592,20 @@ def compile_search(function, variables):
     without AutoGraph, as the export traces it: the search's loops and
     branches are TensorFlow's own (`decoding_loop`), so AutoGraph has
     nothing to convert but every layer's `call`, a large part of a
-    process's first trace (`benchmarks/search_tracing.py`). PyTorch:
+    process's first trace (`benchmarks/search_tracing.py`); and traced once
+    for arguments of any shape (of their rank and dtype), as TensorFlow's
+    `reduce_retracing` would trace at the second shape anyway. PyTorch:
     `function` itself, run eagerly under `torch.no_grad()` (a decoding loop's
     data-dependent stopping and growing cache suit `torch.compile` poorly).
 
+    Args:
+        function: takes arrays (positional arguments only) and returns arrays.
+        variables: the variables `function` reads.
+
     Returns:
-        A callable with the signature of `function`; it retraces once per new
-        input shape. On JAX and TensorFlow it may be called from several
-        threads at once (traces take turns).
+        A callable with the signature of `function`; on JAX it compiles once
+        per new input shape. On JAX and TensorFlow it may be called from
+        several threads at once (traces take turns).
     """
     backend = keras.backend.backend()
     if backend == "jax":
@@ -616,7 +622,21 @@ def compile_search(function, variables):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return _traced_in_turn(tf.function(function, reduce_retracing=True, autograph=False))
+        traced = tf.function(function, autograph=False)
+        graphs = {}  # (rank, dtype) of each argument: its graph for every shape
+
+        def any_shape(*args):
+            if tf.config.functions_run_eagerly():  # as a `tf.function` is, for debugging
+                return traced(*args)
+            # `reduce_retracing` traces the first shape, then once more for all others:
+            # tracing for unknown dimensions from the start saves that second trace.
+            specs = [tf.TensorSpec([None] * len(x.shape), x.dtype) for x in args]
+            key = tuple((spec.shape.rank, spec.dtype) for spec in specs)
+            if key not in graphs:
+                graphs[key] = traced.get_concrete_function(*specs)
+            return graphs[key](*args)
+
+        return _traced_in_turn(any_shape)
     if backend == "torch":
         import torch
 

@@ -58,6 +58,27 @@ def test_translate_restores_order_and_matches_one_by_one_decoding(tokenizer_and_
         assert score == pytest.approx(float(to_numpy(expected_scores)[0, 0]), abs=1e-4)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="counts tf.function traces")
+def test_tensorflow_traces_one_search_for_every_batch_shape(tokenizer_and_model, monkeypatch):
+    from keras_transformer import backend
+
+    tokenizer, model, english = tokenizer_and_model
+    # batch_tokens=32 as above: batches of shapes (4, 8), (1, 16) and (1, 64).
+    sentences = [english[5], english[0][:12], english[2][:10], english[1][:5], english[3][:8]]
+    encode, traces = model.encode, []  # a compiled search runs `encode` in Python when traced
+    monkeypatch.setattr(model, "encode", lambda *a, **k: traces.append(1) or encode(*a, **k))
+    compiled = Translator(model, tokenizer, max_extra_length=3, batch_tokens=32)
+    translations, scores = compiled.translate(sentences, return_scores=True)
+    assert len(traces) == 1
+    # The second path: the same search run eagerly, op by op.
+    monkeypatch.setattr(backend, "compile_search", lambda function, variables: function)
+    eager = Translator(model, tokenizer, max_extra_length=3, batch_tokens=32)
+    eager_translations, eager_scores = eager.translate(sentences, return_scores=True)
+    assert len(traces) == 1 + 3  # one batch of each shape
+    assert translations == eager_translations
+    np.testing.assert_allclose(scores, eager_scores, atol=1e-5)
+
+
 @pytest.mark.skipif(keras.backend.backend() == "torch", reason="torch decodes one batch at a time")
 def test_batches_decoded_side_by_side_equal_one_at_a_time(tokenizer_and_model, monkeypatch):
     import contextlib

@@ -165,8 +165,8 @@ def compile_search(function, model):
     with the model's variables read at each call, so later weight updates are
     seen.
 
-    Returns a callable with the signature of `function`; it retraces once per
-    new input shape.
+    Returns a callable with the signature of `function`; on JAX it compiles
+    once per new input shape, on TensorFlow once for all.
     """
     if not model.built:  # variables must exist before tracing
         model.build()

@@ -9,11 +9,12 @@ from keras_transformer.models.seq2seq_transformer import INPUT_KEYS
 
 
 def compile_batch_nll(model, pad_id=None):
-    """`batch_nll(inputs, labels) -> (nll, count)` as one compiled program per batch shape.
+    """`batch_nll(inputs, labels) -> (nll, count)` as a compiled program.
 
     For repeated dev-set scoring (validation while training): build it once
     and pass it to every `perplexity` call, so each batch shape is compiled
-    once and later calls run the compiled program with the current weights.
+    once (on TensorFlow, one graph for all) and later calls run the compiled
+    program with the current weights.
 
     Args:
         model: a `Seq2SeqTransformer`.
