@@ -56,6 +56,21 @@ def one_process(args):
                       "scores": scores.tolist()}))  # fmt: skip
 
 
+def in_fresh_processes(variants, repeats):
+    """Runs this script again with `--variant NAME`, once per variant and round, in
+    alternating order; returns {name: [the JSON line each of its processes printed last]}."""
+    measured = {name: [] for name in variants}
+    for repeat in range(repeats):
+        for name in variants if repeat % 2 == 0 else variants[::-1]:
+            script = os.path.abspath(sys.argv[0])
+            command = [sys.executable, script, *sys.argv[1:], "--variant", name]
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                sys.exit(f"error: the {name} process failed:\n{result.stderr[-3000:]}")
+            measured[name].append(json.loads(result.stdout.splitlines()[-1]))
+    return measured
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_model_arguments(parser)
@@ -70,18 +85,12 @@ def main():
     if args.variant:
         one_process(args)
         return
-    tracing = {name: [] for name in VARIANTS}
-    outputs = {}
-    for repeat in range(args.repeats):
-        for name in VARIANTS if repeat % 2 == 0 else VARIANTS[::-1]:
-            command = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--variant", name]
-            result = subprocess.run(command, capture_output=True, text=True, check=False)
-            if result.returncode != 0:
-                sys.exit(f"error: the {name} process failed:\n{result.stderr[-3000:]}")
-            measured = json.loads(result.stdout.splitlines()[-1])
-            tracing[name].append(measured["tracing"])
-            outputs[name] = (np.array(measured["tokens"]), np.array(measured["scores"]))
-    (tokens, scores), (other_tokens, other_scores) = outputs.values()
+    measured = in_fresh_processes(VARIANTS, args.repeats)
+    tracing = {name: [run["tracing"] for run in runs] for name, runs in measured.items()}
+    outputs = [
+        (np.array(runs[-1]["tokens"]), np.array(runs[-1]["scores"])) for runs in measured.values()
+    ]
+    (tokens, scores), (other_tokens, other_scores) = outputs
     if not (np.array_equal(tokens, other_tokens) and np.allclose(scores, other_scores, atol=1e-4)):
         sys.exit("error: the two searches returned different outputs")
     print(

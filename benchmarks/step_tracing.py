@@ -17,11 +17,11 @@ with an error otherwise.
 import argparse
 import functools
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
+
+from search_tracing import in_fresh_processes
 
 VARIANTS = ("built before the trace (ours)", "built in the trace (Keras)")
 
@@ -77,17 +77,9 @@ def main():
     if args.variant:
         one_process(args)
         return
-    seconds = {name: [] for name in VARIANTS}
-    weights = {}
-    for repeat in range(args.repeats):
-        for name in VARIANTS if repeat % 2 == 0 else VARIANTS[::-1]:
-            command = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--variant", name]
-            result = subprocess.run(command, capture_output=True, text=True, check=False)
-            if result.returncode != 0:
-                sys.exit(f"error: the {name} process failed:\n{result.stderr[-3000:]}")
-            measured = json.loads(result.stdout.splitlines()[-1])
-            seconds[name].append(measured["seconds"])
-            weights[name] = measured["weights"]
+    measured = in_fresh_processes(VARIANTS, args.repeats)
+    seconds = {name: [run["seconds"] for run in runs] for name, runs in measured.items()}
+    weights = {name: runs[-1]["weights"] for name, runs in measured.items()}
     if not np.allclose(weights[VARIANTS[0]], weights[VARIANTS[1]], rtol=1e-5):
         sys.exit("error: the two builds ended with different weights")
     print(
