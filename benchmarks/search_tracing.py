@@ -71,6 +71,17 @@ def in_fresh_processes(variants, repeats):
     return measured
 
 
+def print_medians(seconds, what):
+    """Prints each variant's median of `seconds` ({name: [s, ...]}) and its values; returns
+    {name: median}."""
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    width = max(map(len, seconds))
+    for name, values in seconds.items():
+        listed = ", ".join(f"{value:.2f}" for value in values)
+        print(f"{name:>{width}}: {what} median {medians[name]:.2f}s ({listed})")
+    return medians
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_model_arguments(parser)
@@ -97,10 +108,7 @@ def main():
         f"batch={args.batch_size} beam={args.beam_size} d_model={args.d_model} "
         f"layers={args.num_layers}+{args.num_layers} fresh processes per variant={args.repeats}"
     )
-    medians = {name: statistics.median(values) for name, values in tracing.items()}
-    for name, values in tracing.items():
-        listed = ", ".join(f"{value:.2f}" for value in values)
-        print(f"{name:>20}: first trace median {medians[name]:.2f}s ({listed})")
+    medians = print_medians(tracing, "first trace")
     print("same tokens and scores in both searches")
     ratio = medians[VARIANTS[1]] / medians[VARIANTS[0]]
     print(f"AutoGraph on / off first trace: {ratio:.2f}x")

@@ -17,11 +17,10 @@ with an error otherwise.
 import argparse
 import functools
 import json
-import statistics
 import sys
 import time
 
-from search_tracing import in_fresh_processes
+from search_tracing import in_fresh_processes, print_medians
 
 VARIANTS = ("built before the trace (ours)", "built in the trace (Keras)")
 
@@ -87,10 +86,7 @@ def main():
         f"d_model={args.d_model} layers={args.num_layers}+{args.num_layers} "
         f"fresh processes per variant={args.repeats}"
     )
-    medians = {name: statistics.median(values) for name, values in seconds.items()}
-    for name, values in seconds.items():
-        listed = ", ".join(f"{value:.2f}" for value in values)
-        print(f"{name:>30}: fit median {medians[name]:.2f}s ({listed})")
+    medians = print_medians(seconds, "fit")
     print("same weights after both fits")
     ratio = medians[VARIANTS[1]] / medians[VARIANTS[0]]
     print(f"built in / before the trace, first fit: {ratio:.2f}x")
