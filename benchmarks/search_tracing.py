@@ -66,9 +66,19 @@ def in_fresh_processes(variants, repeats):
             command = [sys.executable, script, *sys.argv[1:], "--variant", name]
             result = subprocess.run(command, capture_output=True, text=True, check=False)
             if result.returncode != 0:
-                sys.exit(f"error: the {name} process failed:\n{result.stderr[-3000:]}")
+                # Its last line, alone where it is the process's own one-line error.
+                lines = result.stderr.strip().splitlines() or [f"the {name} process failed"]
+                sys.exit(lines[-1] if lines[-1].startswith("error: ") else result.stderr[-3000:])
             measured[name].append(json.loads(result.stdout.splitlines()[-1]))
     return measured
+
+
+def require_tensorflow(reason):
+    """Exits with one line unless Keras runs on TensorFlow (in the processes that import it)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        sys.exit(f"error: {reason}: run with KERAS_BACKEND=tensorflow")
 
 
 def print_medians(seconds, what):
@@ -88,14 +98,12 @@ def main():
     parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # a child process
     parser.set_defaults(repeats=3, max_extra_length=10)
     args = parser.parse_args()
-    import keras
-    import numpy as np
-
-    if keras.backend.backend() != "tensorflow":
-        sys.exit("error: AutoGraph is TensorFlow's: run with KERAS_BACKEND=tensorflow")
     if args.variant:
+        require_tensorflow("AutoGraph is TensorFlow's")
         one_process(args)
         return
+    import numpy as np  # this process only starts the others: it never imports Keras
+
     measured = in_fresh_processes(VARIANTS, args.repeats)
     tracing = {name: [run["tracing"] for run in runs] for name, runs in measured.items()}
     outputs = [

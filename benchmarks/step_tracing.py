@@ -20,7 +20,7 @@ import json
 import sys
 import time
 
-from search_tracing import in_fresh_processes, print_medians
+from search_tracing import in_fresh_processes, print_medians, require_tensorflow
 
 VARIANTS = ("built before the trace (ours)", "built in the trace (Keras)")
 
@@ -68,14 +68,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="Fresh processes per variant.")
     parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # a child process
     args = parser.parse_args()
-    import keras
-    import numpy as np
-
-    if keras.backend.backend() != "tensorflow":
-        sys.exit("error: the second trace is tf.function's: run with KERAS_BACKEND=tensorflow")
     if args.variant:
+        require_tensorflow("the second trace is tf.function's")
         one_process(args)
         return
+    import numpy as np  # this process only starts the others: it never imports Keras
+
     measured = in_fresh_processes(VARIANTS, args.repeats)
     seconds = {name: [run["seconds"] for run in runs] for name, runs in measured.items()}
     weights = {name: runs[-1]["weights"] for name, runs in measured.items()}

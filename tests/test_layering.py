@@ -139,6 +139,17 @@ def own_private_names():
     return {name for name in names if is_private(name)}
 
 
+@functools.cache
+def function_names():
+    """{module path: the names of the functions and methods it defines}, the backend modules
+    left out; walked once, not once per module that asks."""
+    return {
+        name: {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        for name, tree in sources()
+        if name not in BACKEND_MODULES
+    }
+
+
 def overridden_only(tree):
     """Private methods a class of this module defines that `super()` reaches past it."""
     found = {}
@@ -159,13 +170,9 @@ def overridden_only(tree):
 def private_names_read(name, tree, own):
     """`(line, text)` of each private library name `tree` reads."""
     libraries = library_names(tree)
-    defined_elsewhere = {
-        node.name
-        for name, other in sources()
-        if other is not tree and name not in BACKEND_MODULES
-        for node in ast.walk(other)
-        if isinstance(node, ast.FunctionDef)
-    }
+    defined_elsewhere = set().union(
+        *(names for other, names in function_names().items() if other != name)
+    )
     supers = overridden_only(tree)
     allowed = OTHER_LIBRARIES.get(name, set())
     found = []

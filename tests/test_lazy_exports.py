@@ -71,3 +71,20 @@ def test_a_function_named_as_its_module_stays_the_function():
     assert model == "keras_transformer.models.seq2seq_transformer"
     assert star == str(["FusedAdam", "LabelSmoothedCrossEntropy", "TrainingMonitor",
                         "TransformerSchedule"])  # fmt: skip
+
+
+@BACKEND_INDEPENDENT
+def test_scoring_imports_sacremoses_only_for_the_tokenized_metrics():
+    # Importing sacremoses compiles its patterns (about half a second): a run or a command
+    # that scores only BLEU and chrF does not pay for it.
+    output = run_python(
+        """
+        import sys
+        from keras_transformer.evaluation.files import score_files
+        from keras_transformer.evaluation.tokenized_bleu import moses_tokenize
+        print("sacremoses" in sys.modules)
+        print(moses_tokenize(["Hallo, Welt!"], "de")[0])
+        print("sacremoses" in sys.modules)
+        """
+    )
+    assert output.splitlines() == ["False", "Hallo , Welt !", "True"]

@@ -13,7 +13,6 @@ import functools
 import re
 
 from sacrebleu.metrics import BLEU
-from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 from keras_transformer.evaluation.bleu import reference_sets
 
@@ -46,13 +45,19 @@ def split_hyphenated_compounds(line):
     return _INTRA_WORD_HYPHEN.sub(r"\1 ##AT##-##AT## \2", line)
 
 
+# sacremoses is imported where it is first used: its import compiles its many patterns (about
+# half a second), which every training run would pay at start for a metric few of them ask for.
 @functools.lru_cache(maxsize=8)
 def _tokenizer(language):
+    from sacremoses import MosesTokenizer
+
     return MosesTokenizer(lang=language)
 
 
 @functools.lru_cache(maxsize=8)
 def _normalizer(language):
+    from sacremoses import MosesPunctNormalizer
+
     return MosesPunctNormalizer(lang=language)
 
 
