@@ -5,10 +5,12 @@ fine-tuned on a second generated domain (polite requests, `domain="requests"`): 
 there must rise clearly; its BLEU on the statements afterwards is reported. The commands
 run in this process through `keras_transformer.cli.main`, as `keras-transformer` runs them.
 
-Those two trainings take minutes, so they run in the suite under TensorFlow only: what a
-backend does in them is its ordinary training (tests/test_learning.py, tests/test_resume.py
-check it on every backend). On every backend, a one-step run with a vanishing learning rate
-must end with the model file's weights: the start from the file.
+Those two trainings take a minute or two, so they run in one suite only, under PyTorch, which
+runs them eagerly, with nothing to trace or compile, and whose suite trains the small model
+anyway for the backend-independent argument checks: what a backend does in them is its
+ordinary training (tests/test_learning.py, tests/test_resume.py check it on every backend).
+On every backend, a one-step run with a vanishing learning rate must end with the model
+file's weights: the start from the file.
 """
 
 import hashlib
@@ -50,9 +52,9 @@ FAST = [
 BASE_STEPS = 300
 FINE_TUNING_STEPS = 150
 TRAINS_FOR_MINUTES = only_under(
-    "tensorflow",
-    "trains two small models for minutes; on the other backends the start from the file is "
-    "checked by test_the_run_starts_from_the_model_files_weights",
+    "torch",
+    "trains two small models for a minute or two; on the other backends the start from the "
+    "file is checked by test_the_run_starts_from_the_model_files_weights",
 )
 
 
