@@ -296,7 +296,7 @@ def test_long_sentence_request_runs(data_dir):
     assert re.search(r"^one batch == sub-batches: same translations", output, re.M), output
 
 
-@only_under("torch", "test_decoding_speed_runs times ours on each backend; one is enough")
+@only_under("torch", "the script's run on PyTorch; test_decoding_speed_runs runs it on the others")
 def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed")
     output = run_benchmark(
