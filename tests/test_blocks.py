@@ -141,8 +141,7 @@ def test_blocks_compute_in_the_policys_dtype_what_float32_blocks_compute(policy)
     decoder32 = TransformerDecoderBlock(**BLOCK_ARGS, dtype="float32")
     encoded32 = encoder32(x[0])
     expected = to_numpy(decoder32(x[1], encoded32))
-    encoder(x[0])  # built, so that the float32 blocks' weights can be set
-    decoder(x[1], encoder(x[0]))
+    decoder(x[1], encoder(x[0]))  # both built, so that the float32 blocks' weights can be set
     encoder.set_weights(encoder32.get_weights())
     decoder.set_weights(decoder32.get_weights())
     encoded = encoder(x[0])
