@@ -2,6 +2,8 @@ import atexit
 import math
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 
@@ -26,6 +28,25 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # compile-heavy decoding tests went from 81 to 58 s). The processes that tests start inherit
 # it; a user's own runs keep XLA's default.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# XLA's CPU fusion emitters and thunk runtime compile several times slower than the older
+# code generation they replace (on CI's AVX2 cores, three compile-heavy test files under JAX:
+# 167 s -> 110 s, their 411 compilations 97 s -> 46 s; the JAX suite 849 s -> 592 s; the
+# TensorFlow files that compile with XLA 131 s -> 114 s). The tests and the processes they
+# start use the older path where XLA still has it. XLA aborts a process on a flag it does
+# not know, so the first process (pytest-xdist's controller, or the only one) tries them in
+# a fresh JAX process first; TensorFlow reads them only where it compiles with XLA, and this
+# TensorFlow's XLA knows them. XLA_FLAGS set by the user, and a user's own runs, keep theirs.
+OLDER_XLA_CPU_CODEGEN = "--xla_cpu_use_fusion_emitters=false --xla_cpu_use_thunk_runtime=false"
+if "XLA_FLAGS" not in os.environ and "KERAS_TRANSFORMER_TESTS_XLA_FLAGS_TRIED" not in os.environ:
+    os.environ["KERAS_TRANSFORMER_TESTS_XLA_FLAGS_TRIED"] = "1"
+    _tried = subprocess.run(
+        [sys.executable, "-c", "import jax.numpy as jnp; jnp.ones(2).block_until_ready()"],
+        env={**os.environ, "XLA_FLAGS": OLDER_XLA_CPU_CODEGEN},
+        capture_output=True,
+        timeout=300,
+    )
+    if _tried.returncode == 0:
+        os.environ["XLA_FLAGS"] = OLDER_XLA_CPU_CODEGEN
 # The session's compilation cache for started processes (below), inherited from pytest-xdist's
 # controller: kept from this process's own JAX, which reads it when keras imports it.
 if os.environ.get("JAX_COMPILATION_CACHE_DIR", "") == os.environ.get(
