@@ -61,6 +61,12 @@ def parse_args():
         help="Sentences decoded (default 16; with --compare-ctranslate2, 256 and 128).",
     )
     parser.add_argument("--min-tokens", type=int, default=20, help="Minimum source tokens.")
+    parser.add_argument(
+        "--num-layers",
+        type=int,
+        default=6,
+        help="Without --compare-ctranslate2: N of the base-size model (base: 6).",
+    )
     parser.add_argument("--beam-size", type=int, default=4, help="Beam size (paper: 4).")
     parser.add_argument("--max-extra-length", type=int, default=0, help="See the docstring.")
     parser.add_argument(
@@ -119,10 +125,13 @@ def main():
     real_tokens = int((source != 0).sum())
 
     keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer.from_preset("base", vocabulary_size=args.vocabulary_size)
+    model = Seq2SeqTransformer.from_preset(
+        "base", vocabulary_size=args.vocabulary_size, num_layers=args.num_layers
+    )
     model.build()
     print(
-        f"backend={keras.backend.backend()} params={model.count_params() / 1e6:.1f}M "
+        f"backend={keras.backend.backend()} layers={args.num_layers}+{args.num_layers} "
+        f"params={model.count_params() / 1e6:.1f}M "
         f"sentences={len(chosen)} source tokens/sentence={real_tokens / len(chosen):.1f} "
         f"beam={args.beam_size}"
     )

@@ -69,23 +69,35 @@ def test_beam_size_one_equals_greedy(model, sources):
 
 
 def exhaustive_best(model, source, max_extra_length, alpha):
-    """Scores every output sequence with the uncached model; returns the best one."""
+    """Scores every output sequence with the uncached model; returns the best one.
+
+    The sequences of one length go through the model as one batch: one call per length.
+    """
     limit = int((source != PAD).sum()) + max_extra_length
     allowed = [t for t in range(model.config.vocabulary_size) if t not in (PAD, BOS, EOS)]
     encoder_outputs = model.encode(source[None])
     mask = source[None] != PAD
     best = (-np.inf, None)
     for length in range(limit + 1):
-        for body in itertools.product(allowed, repeat=length):
-            decoder_input = np.array([[BOS, *body]], "int32")
-            logits = to_numpy(model.decode_sequence(decoder_input, encoder_outputs, mask))[0]
-            log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-            total = sum(log_probs[t, token] for t, token in enumerate(body))
-            # EOS is forced (probability 1) once the limit is reached.
-            total += 0.0 if length == limit else log_probs[length, EOS]
-            score = total / ((5 + length + 1) / 6) ** alpha
-            if score > best[0]:
-                best = (score, list(body))
+        candidates = list(itertools.product(allowed, repeat=length))
+        count = len(candidates)
+        bodies = np.array(candidates, "int32").reshape(count, length)  # also for length 0
+        decoder_input = np.concatenate([np.full((count, 1), BOS, "int32"), bodies], axis=1)
+        logits = to_numpy(
+            model.decode_sequence(
+                decoder_input,
+                ops.repeat(encoder_outputs, count, axis=0),
+                np.repeat(mask, count, axis=0),
+            )
+        ).astype("float64")  # (candidates, length + 1, vocabulary)
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        totals = np.take_along_axis(log_probs[:, :length], bodies[..., None], axis=-1).sum((1, 2))
+        # EOS is forced (probability 1) once the limit is reached.
+        if length < limit:
+            totals += log_probs[:, length, EOS]
+        scores = totals / ((5 + length + 1) / 6) ** alpha
+        if scores.max() > best[0]:
+            best = (float(scores.max()), list(bodies[int(scores.argmax())]))
     return best
 
 
