@@ -54,11 +54,10 @@ if os.environ.get("JAX_COMPILATION_CACHE_DIR", "") == os.environ.get(
 ):
     os.environ.pop("JAX_COMPILATION_CACHE_DIR")
 
-import keras
 import numpy as np
 import pytest
 
-from keras_transformer import TransformerConfig, backend
+from keras_transformer import TransformerConfig
 from keras_transformer.utils.process_exit import skip_collection_at_exit
 
 # A test process exits as the commands do, without the interpreter's last garbage collection
@@ -85,23 +84,37 @@ if "KERAS_TRANSFORMER_TESTS_XLA_CACHE" not in os.environ:
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.environ["KERAS_TRANSFORMER_TESTS_XLA_CACHE"])
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
-# The fast forms of `keras_transformer.backend` apply on a CPU; a test of one skips elsewhere.
-CPU_FORMS = pytest.mark.skipif(
-    backend.on_accelerator(), reason="a GPU or TPU runs the stock Keras ops, not the CPU forms"
-)
-
 
 def only_under(backend, reason):
     """Runs the test only in the suite run under `backend` (CI runs one suite per backend)."""
+    import keras
+
     return pytest.mark.skipif(keras.backend.backend() != backend, reason=reason)
 
 
-# What does not depend on the Keras backend (argument handling, file formats, command-line
-# streams, converters of saved weights) runs once: `.ci/run` runs the suite three times. It
-# runs under PyTorch, which Keras runs eagerly, so these tests' own training and decoding
-# trace nothing (on CI's AVX2 cores, 1168 s of them under TensorFlow, 806 s under PyTorch).
-# The docs pages' commands still run under TensorFlow, the users' default.
-BACKEND_INDEPENDENT = only_under("torch", "backend-independent; runs on PyTorch")
+def __getattr__(name):
+    """The marks that need Keras, made when a test module imports them.
+
+    This file imports no Keras itself: pytest-xdist's controller, which loads it but runs no
+    test, then starts its test processes without waiting for Keras (about 10 s per suite).
+    """
+    if name == "CPU_FORMS":
+        # The fast forms of `keras_transformer.backend` apply on a CPU; a test of one skips
+        # elsewhere.
+        from keras_transformer import backend
+
+        reason = "a GPU or TPU runs the stock Keras ops, not the CPU forms"
+        return pytest.mark.skipif(backend.on_accelerator(), reason=reason)
+    if name == "BACKEND_INDEPENDENT":
+        # What does not depend on the Keras backend (argument handling, file formats,
+        # command-line streams, converters of saved weights) runs once: `.ci/run` runs the
+        # suite three times. It runs under PyTorch, which Keras runs eagerly, so these tests'
+        # own training and decoding trace nothing (on CI's AVX2 cores, 1168 s of them under
+        # TensorFlow, 806 s under PyTorch). The docs pages' commands still run under
+        # TensorFlow, the users' default.
+        return only_under("torch", "backend-independent; runs on PyTorch")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The files with the longest runs in CI (pytest --durations), started first. Under
 # `--dist loadfile` a file runs whole in one of the two workers, and xdist's own order (most
@@ -144,6 +157,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state():
+    import keras
+
     keras.utils.set_random_seed(1234)
     policy = keras.config.dtype_policy()
     yield
@@ -195,6 +210,8 @@ def random_token_ids(rng, batch, length, vocabulary_size, min_length=1, pad_id=0
 
 
 def to_numpy(x):
+    import keras
+
     return keras.ops.convert_to_numpy(x)
 
 

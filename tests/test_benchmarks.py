@@ -332,11 +332,11 @@ def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path)
     (tmp_path / "short.de").write_text("\n".join(english[6:11]) + "\n", encoding="utf-8")
     output = run_benchmark(
         "translate_speed", "--model", str(tmp_path), "--input", str(tmp_path / "input.en"),
-        "--max-extra-length", "3", "--batch-size", "4", "--repeats", "1",
+        "--max-extra-length", "3", "--batch-size", "8", "--repeats", "1",
         "--references", str(tmp_path / "references.de"), "--keep-settled-rows", "--stock-top-k",
         "--batch-tokens", "0", "16",
     )  # fmt: skip
-    assert re.search(r"^backend=torch .* sentences=6 beam=4 alpha=0.6 batch=4 ", output, re.M)
+    assert re.search(r"^backend=torch .* sentences=6 beam=4 alpha=0.6 batch=8 ", output, re.M)
     # The references, Keras' own top_k, settled sources kept in the loop and other batches:
     # the same translations.
     for reference in ("rows kept", "stock top_k", "default batch tokens", "16 batch tokens"):

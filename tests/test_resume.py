@@ -107,6 +107,16 @@ def run_script(run_dir, pause=0.0, wait=True, every=2):
     return out
 
 
+def run_in_this_process(run_dir):
+    """The script's uninterrupted run in the test's own process: one process start fewer."""
+    arguments = sys.argv
+    sys.argv = ["resume_script", str(run_dir), str(TOTAL_STEPS), str(ACCUMULATION), "0", "2"]
+    try:
+        exec(compile(SCRIPT, "resume_script", "exec"), {"__name__": "__main__"})
+    finally:
+        sys.argv = arguments
+
+
 def curve(run_dir):
     """{step: (loss, learning rate)} from the log; a resumed run's rows replace older ones."""
     rows = {}
@@ -126,7 +136,7 @@ def logged_steps(run_dir):
 
 def test_kill_9_and_resume_continue_the_uninterrupted_curve(tmp_path):
     reference_dir, interrupted_dir = tmp_path / "reference", tmp_path / "interrupted"
-    run_script(reference_dir)
+    run_in_this_process(reference_dir)
     reference = curve(reference_dir)
     assert sorted(reference) == list(range(1, TOTAL_STEPS + 1))
 
