@@ -253,6 +253,9 @@ def test_settled_rows_runs():
     assert re.search(r"^rows kept / settled out time: [\d.]+x$", output, re.M), output
 
 
+# Two fresh processes, each tracing the search (about a minute on CI's cores); that search is
+# the one test_translator.py and test_decoding.py check on TensorFlow.
+@pytest.mark.slow
 @only_under("tensorflow", "AutoGraph is TensorFlow's")
 def test_search_tracing_runs():
     output = run_benchmark("search_tracing", *TINY_SEARCH, "--max-extra-length", "3")
@@ -263,6 +266,9 @@ def test_search_tracing_runs():
     assert re.search(r"^AutoGraph on / off first trace: [\d.]+x$", output, re.M), output
 
 
+# Two fresh processes (about a minute on CI's cores); that the step is traced once and
+# trains as Keras' own build is test_precision_and_compilation.py's check.
+@pytest.mark.slow
 @only_under("tensorflow", "the second trace is tf.function's")
 def test_step_tracing_runs():
     output = run_benchmark("step_tracing", *TINY_SEARCH, "--length", "5")
@@ -425,6 +431,9 @@ def test_step_profile_sums_a_perfetto_trace_by_process_and_name(tmp_path):
     ]
 
 
+# Two fresh `translate` processes and the script's own (about two minutes on CI's cores);
+# that each command freezes at exit and writes its output first is test_process_exit.py's.
+@pytest.mark.slow
 @BACKEND_INDEPENDENT
 def test_command_exit_runs(tmp_path):
     # Translation only, of a saved untrained model: the training case runs the same code.
