@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from process_group import (
     ROOT,
     assert_group_matches_single,
@@ -118,6 +119,9 @@ def test_two_workers_agree_with_each_other_and_with_one_process(tmp_path):
     np.testing.assert_allclose(first["evaluate"], single["evaluate"], rtol=0, atol=1e-5)
 
 
+# A check on Keras, not on this package (two more worker processes): run with the slow tests
+# when Keras is upgraded.
+@pytest.mark.slow
 @once_per_suite("tensorflow")
 @fails_while_keras_needs(
     "logs", "Keras fails to reduce scalar logs across workers (tensorflow/tensorflow#72388)."
