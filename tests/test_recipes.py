@@ -12,7 +12,7 @@ import keras
 import pytest
 import sacrebleu
 from conftest import BACKEND_INDEPENDENT
-from process_group import SMALL_MODEL, write_recipe_data
+from process_group import SHORT_OUTPUTS, SMALL_MODEL, write_recipe_data
 
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
@@ -54,7 +54,7 @@ def wmt_run(wmt_files, tmp_path_factory):
         "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
         "--max-steps", "20", "--vocabulary-size", "300",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
-        "--valid-split", "valid", "--select-on-valid", "--max-extra-length", "5",
+        "--valid-split", "valid", "--select-on-valid", *SHORT_OUTPUTS,
         *BATCHING, own_cache=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -113,7 +113,7 @@ def test_a_lowercase_vocabulary_run_writes_and_scores_lowercase(wmt_files, tmp_p
         "--max-steps", "10", "--vocabulary-size", "300",
         "--checkpoint-every-steps", "10", "--verbose", "0", *SMALL_MODEL,
         "--valid-split", "valid", "--no-export", "--vocabulary-lowercase",
-        "--max-extra-length", "5", *BATCHING,
+        *SHORT_OUTPUTS, *BATCHING,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     tokenizer = SubwordTokenizer(proto=(output / "vocabulary.model").read_bytes())
@@ -239,7 +239,7 @@ def test_resuming_a_finished_run_trains_nothing_and_selects_again(wmt_run, wmt_f
             "wmt14_base", "--data-dir", str(wmt_files), "--output-dir", str(output),
             "--max-steps", "37", "--vocabulary-size", "300",
             "--checkpoint-every-steps", "10", *SMALL_MODEL, "--valid-split", "valid",
-            "--max-extra-length", "5", *BATCHING, "--no-export", *arguments,
+            *SHORT_OUTPUTS, *BATCHING, "--no-export", *arguments,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         return result
@@ -270,7 +270,7 @@ def test_a_resumed_run_with_accumulation_trains_to_its_last_update(wmt_files, tm
             "--max-steps", str(max_steps), "--accumulation-steps", "2",
             "--vocabulary-size", "300", "--checkpoint-every-steps", "2",
             "--average-last", "1", *SMALL_MODEL, "--no-validate", "--no-export",
-            "--max-extra-length", "5", *BATCHING,
+            *SHORT_OUTPUTS, *BATCHING,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:]
         return result
@@ -303,7 +303,7 @@ def test_command_line_translates_stdin_like_the_recipe(wmt_run, wmt_files):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     result = subprocess.run(
         [sys.executable, "-m", "keras_transformer", "translate", "--model",
-         str(output / "model.keras"), "--max-extra-length", "5"],  # as the run decoded
+         str(output / "model.keras"), *SHORT_OUTPUTS],  # as the run decoded
         input=sentences, capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -336,7 +336,7 @@ def test_table3_prints_a_row_per_variant(wmt_files, tmp_path):
         "--data-dir", str(wmt_files), "--output-dir", str(tmp_path),
         "--valid-split", "valid", "--test-split", "newstest2014", "--max-steps", "3",
         "--vocabulary-size", "300", "--token-budget", "512", "--checkpoint-every-steps", "3",
-        "--verbose", "0", "--beam-size", "1", "--max-extra-length", "5", *SMALL_MODEL,
+        "--verbose", "0", "--beam-size", "1", *SHORT_OUTPUTS, *SMALL_MODEL,
         "--variants", "base", "table3-B2",
     ], capture_output=True, text=True, env=env, timeout=900)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
