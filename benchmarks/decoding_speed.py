@@ -20,8 +20,10 @@ for CTranslate2), CTranslate2 on `--threads` intra-op threads. The models are un
 output lengths are fixed: every source of a batch is cut to the batch's shortest (sorted by
 length, little is cut), each output runs to the source length (quickstart) or to 30 tokens
 (base) in both decoders, and CTranslate2's `min_decoding_length` keeps it from ending
-sooner. First passes (compilation, warm-up) are not timed. CTranslate2's OpenMP threads
-slow down many times over when another process uses the cores: measure on a quiet machine.
+sooner. First passes (compilation, warm-up) are not timed; then the decoders take turns in
+`--repeats` rounds, and each one's speed against ours is the median over rounds
+(translate_speed.py's `timed_in_turns`). CTranslate2's OpenMP threads slow down many times
+over when another process uses the cores: measure on a quiet machine.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/decoding_speed.py \\
         --data-dir ../shared/data/multi30k --compare-ctranslate2
@@ -41,6 +43,8 @@ import argparse
 import os
 import sys
 import time
+
+from translate_speed import speed_figures, timed_in_turns
 
 # CTranslate2's OpenMP threads spin while waiting unless told otherwise; read at its import.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -218,17 +222,6 @@ def fixed_length_batches(token_lists, batch_size, output_tokens):
     return batches
 
 
-def best_time(function, repeats):
-    """Runs `function` once untimed (compilation, warm-up), then `repeats` times: the best."""
-    function()
-    timings = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        timings.append(time.perf_counter() - start)
-    return min(timings)
-
-
 def compare_ctranslate2(args):
     """Our beam search against CTranslate2 (float32 and int8) on the same weights."""
     names = args.workloads.split(",")
@@ -305,7 +298,7 @@ def compare_workload(args, name, alpha, ctranslate2):
     def run_ours():  # as `Translator` does: `decoding_workers()` batches side by side
         list(map_in_order(decode, range(len(batches)), backend.decoding_workers()))
 
-    seconds = {"ours": best_time(run_ours, args.repeats)}
+    decoders = {"ours": run_ours}
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     piece_batches = [
         [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches
@@ -352,10 +345,11 @@ def compare_workload(args, name, alpha, ctranslate2):
                     path, device="cpu", compute_type=compute_type, intra_threads=intra,
                     inter_threads=inter,
                 )  # fmt: skip
-                seconds[f"ctranslate2 {compute_type}{layout}"] = best_time(
-                    lambda t=translator, c=compute_type, r=run: r(t, c), args.repeats
+                decoders[f"ctranslate2 {compute_type}{layout}"] = (
+                    lambda t=translator, c=compute_type, r=run: r(t, c)
                 )
-    report(name, model, batches, seconds, ours, theirs["float32"], processor)
+        timings, _ = timed_in_turns(decoders, args.repeats)
+    report(name, model, batches, timings, ours, theirs["float32"], processor)
 
 
 def trained_run(run_dir):
@@ -387,19 +381,18 @@ def compare_trained(args, alpha):
     subprocess.run(command, check=True)
 
 
-def report(name, model, batches, seconds, ours, theirs, processor):
-    """Prints sentences/s per decoder, the ratios, and how often the outputs agree."""
+def report(name, model, batches, timings, ours, theirs, processor):
+    """Prints sentences/s per decoder, the speeds against ours, and how often outputs agree."""
     sentences = sum(len(ids) for ids, _ in batches)
     outputs = sum(len(ids) * limit for ids, limit in batches)
     print(
         f"{name}: params={model.count_params() / 1e6:.1f}M sentences={sentences} "
         f"output tokens/sentence={outputs / sentences:.1f}"
     )
-    for decoder, value in seconds.items():
-        ratio = seconds["ours"] / value
+    for decoder, (best, median, speed_up) in speed_figures(timings).items():
         print(
-            f"  {decoder:>25}: {sentences / value:8.2f} sentences/s "
-            f"({value:.2f}s; {ratio:.2f}x ours)"
+            f"  {decoder:>25}: {sentences / best:8.2f} sentences/s (best {best:.2f}s, median "
+            f"{median:.2f}s; {speed_up:.2f}x ours, the median of rounds)"
         )
     # The first `limit` tokens: CTranslate2 was kept from ending, ours ends with EOS there.
     ours_pieces = [

@@ -10,10 +10,12 @@ inside each batch (`intra_threads`) and on batches side by side (`inter_threads`
 marked inter). Unlike decoding_speed.py's untrained models, the
 outputs end where the model ends them, so the figures include each decoder's handling of
 hypotheses and sentences that finish early. Each decoder translates the file once untimed
-(compilation, warm-up), then `--repeats` times; the best pass counts. Prints sentences/s,
-the ratio to ours, how many translations equal ours, and sacreBLEU when `--references` is
-given. CTranslate2's OpenMP threads slow down many times over when another process uses the
-cores: measure on a quiet machine.
+(compilation, warm-up), then once in each of `--repeats` rounds, taking turns
+(`timed_in_turns`). Prints each decoder's sentences/s in its best pass, its median pass, its
+speed against ours (the median over rounds of ours' time over its time in the same round),
+how many translations equal ours, and sacreBLEU when `--references` is given.
+CTranslate2's OpenMP threads slow down many times over when another process uses the cores:
+measure on a quiet machine.
 
     OMP_WAIT_POLICY=PASSIVE CT2_USE_MKL=1 python benchmarks/translate_speed.py \\
         --model runs/multi30k --input ../shared/data/multi30k/test_2016_flickr.en \\
@@ -46,7 +48,7 @@ def parse_args():
         "--threads", type=int, default=2,
         help="CTranslate2's threads: timed as intra_threads and as inter_threads.",
     )  # fmt: skip
-    parser.add_argument("--repeats", type=int, default=2, help="Timed passes per decoder.")
+    parser.add_argument("--repeats", type=int, default=2, help="Timed rounds of every decoder.")
     parser.add_argument(
         "--keep-settled-rows", action="store_true",
         help="Also time ours with settled sources kept in the loop (drop_settled=False), the "
@@ -74,15 +76,40 @@ def read_lines(path, argument):
         sys.exit(f"error: {argument} {path}: {error.strerror}")
 
 
-def best_time(function, repeats):
-    """Runs `function` once untimed, then `repeats` times; returns (best seconds, last output)."""
-    output = function()
-    timings = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        output = function()
-        timings.append(time.perf_counter() - start)
-    return min(timings), output
+def timed_in_turns(functions, repeats):
+    """Times `functions` (name -> callable) in rounds, so that a machine's drift hits all alike.
+
+    Each runs once untimed (compilation, warm-up), then once in each of `repeats` rounds; the
+    order turns from round to round. A shared VM's speed drifts by tens of percent within
+    minutes, so decoders timed one after the other compare badly.
+
+    Returns:
+        `(timings, outputs)`: each name's seconds, one per round, and its untimed output.
+    """
+    outputs = {name: function() for name, function in functions.items()}
+    names = list(functions)
+    timings = {name: [] for name in names}
+    for round_index in range(repeats):
+        turn = round_index % len(names)
+        for name in names[turn:] + names[:turn]:
+            start = time.perf_counter()
+            functions[name]()
+            timings[name].append(time.perf_counter() - start)
+    return timings, outputs
+
+
+def speed_figures(timings, base="ours"):
+    """Each name's (best seconds, median seconds, median of its per-round speed-ups on `base`)."""
+    import statistics
+
+    return {
+        name: (
+            min(values),
+            statistics.median(values),
+            statistics.median(b / v for b, v in zip(timings[base], values, strict=True)),
+        )
+        for name, values in timings.items()
+    }
 
 
 def main():
@@ -134,7 +161,7 @@ def main():
     for tokens in args.batch_tokens:
         name = f"ours, {tokens or 'default'} batch tokens"
         variants.append((name, {"batch_size": None, "batch_tokens": tokens or None}, ()))
-    seconds, outputs = {}, {}
+    decoders = {}  # name -> a callable translating `sources`
     for name, arguments, disabled in variants:
         translator = Translator(model, tokenizer, **{**settings, **arguments})
 
@@ -144,7 +171,7 @@ def main():
             with off:
                 return translator.translate(sources, verbose=0)
 
-        seconds[name], outputs[name] = best_time(translate, args.repeats)
+        decoders[name] = translate
     with tempfile.TemporaryDirectory() as directory:
         path = export_ctranslate2(model, tokenizer, os.path.join(directory, "model"))
         processor = spm.SentencePieceProcessor(model_file=os.path.join(path, "vocabulary.model"))
@@ -174,14 +201,14 @@ def main():
                     )
                     return [processor.decode(result.hypotheses[0]) for result in results]
 
-                name = f"ctranslate2 {compute_type}{layout}"
-                seconds[name], outputs[name] = best_time(run, args.repeats)
-    for name, value in seconds.items():
+                decoders[f"ctranslate2 {compute_type}{layout}"] = run
+        timings, outputs = timed_in_turns(decoders, args.repeats)
+    for name, (best, median, speed_up) in speed_figures(timings).items():
         same = sum(a == b for a, b in zip(outputs[name], outputs["ours"], strict=True))
         line = (
-            f"{name:>25}: {len(sources) / value:8.2f} sentences/s ({value:.2f}s; "
-            f"{seconds['ours'] / value:.2f}x ours); same translation as ours: "
-            f"{same} of {len(sources)}"
+            f"{name:>25}: {len(sources) / best:8.2f} sentences/s (best {best:.2f}s, median "
+            f"{median:.2f}s; {speed_up:.2f}x ours, the median of rounds); same translation as "
+            f"ours: {same} of {len(sources)}"
         )
         if references is not None:
             line += f"; sacreBLEU {sacrebleu.corpus_bleu(outputs[name], [references]).score:.2f}"

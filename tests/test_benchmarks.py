@@ -348,9 +348,14 @@ def test_translate_speed_runs_both_decoders_on_a_saved_model(data_dir, tmp_path)
     for reference in ("rows kept", "stock top_k", "default batch tokens", "16 batch tokens"):
         pattern = rf"^ *ours, {reference}: .* same translation as ours: 6 of 6;"
         assert re.search(pattern, output, re.M), output
+    # The decoders take turns in rounds; each one's speed is the median over rounds of ours'
+    # time over its own, so ours' is 1.00x.
+    figures = r"\(best [\d.]+s, median [\d.]+s; [\d.]+x ours, the median of rounds\)"
+    assert re.search(r"^ *ours: +[\d.]+ sentences/s \(best [\d.]+s, median [\d.]+s; 1\.00x ours",
+                     output, re.M), output  # fmt: skip
     for decoder in ("ours", "ctranslate2 float32", "ctranslate2 int8", "ctranslate2 float32 inter",
                     "ctranslate2 int8 inter"):  # fmt: skip
-        pattern = rf"^ *{decoder}: +[\d.]+ sentences/s .* of 6; sacreBLEU [\d.]+$"
+        pattern = rf"^ *{decoder}: +[\d.]+ sentences/s {figures}; .* of 6; sacreBLEU [\d.]+$"
         assert re.search(pattern, output, re.M), output
     # decoding_speed.py's trained workload runs this script on a run's test set.
     (tmp_path / "data").mkdir()
