@@ -25,6 +25,7 @@ measure on a quiet machine.
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -100,8 +101,6 @@ def timed_in_turns(functions, repeats):
 
 def speed_figures(timings, base="ours"):
     """Each name's (best seconds, median seconds, median of its per-round speed-ups on `base`)."""
-    import statistics
-
     return {
         name: (
             min(values),
