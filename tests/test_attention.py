@@ -1,4 +1,5 @@
 import threading
+import warnings
 
 import keras
 import numpy as np
@@ -28,6 +29,22 @@ def test_matches_numpy_reference_with_separate_key_and_value_sizes(use_bias):
     np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
     np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-6)
     assert np.all(to_numpy(weights)[1, :, :, 4:] == 0.0)
+
+
+def test_a_single_key_matches_the_reference_without_a_warning():
+    # A cached search's first step attends over one key; Keras' softmax warns about a size-1
+    # axis (to stderr, on every backend that runs the step eagerly).
+    rng = np.random.default_rng(5)
+    query = rng.normal(size=(3, 1, 8)).astype("float32")
+    memory = rng.normal(size=(3, 1, 8)).astype("float32")
+    mask = np.array([True, False, True]).reshape(3, 1, 1)  # a masked single key still gets all
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        output, weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
+    expected, _ = numpy_attention(layer, query, memory)
+    np.testing.assert_allclose(to_numpy(output), expected, atol=1e-5)
+    np.testing.assert_array_equal(to_numpy(weights), np.ones((3, 2, 1, 1)))
 
 
 def test_causal_self_attention_matches_reference():
