@@ -100,6 +100,28 @@ def test_same_seed_same_mask_and_inference_is_identity():
     np.testing.assert_array_equal(to_numpy(Dropout(0.0)(x, training=True)), x)
 
 
+def test_off_returns_the_tensor_itself_and_casts_other_dtypes_as_keras_does():
+    x = keras.ops.ones((2, 3, 8))
+    assert Dropout(0.3, seed=1)(x, training=False) is x
+    assert Dropout(0.0)(x, training=True) is x
+    # Another dtype goes through Keras' `__call__`, which casts it to the compute dtype.
+    cast = Dropout(0.3, dtype="mixed_bfloat16")(x, training=False)
+    assert keras.backend.standardize_dtype(cast.dtype) == "bfloat16"
+    np.testing.assert_array_equal(to_numpy(keras.ops.cast(cast, "float32")), to_numpy(x))
+    # `training=None` is left to Keras, which resolves it from the enclosing call.
+
+    class Outer(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.inner = Dropout(0.5, seed=2, mask_generator="hash")
+
+        def call(self, inputs, training=None):
+            return self.inner(inputs)  # no `training`: inherited from `Outer`'s call
+
+    dropped = to_numpy(Outer()(x, training=True))
+    assert 0 < np.mean(dropped == 0) < 1
+
+
 def test_mask_of_a_bfloat16_input_keeps_the_dtype():
     x = keras.ops.ones((8, 16), dtype="bfloat16")
     layer = Dropout(0.25, seed=0, mask_generator="hash", dtype="mixed_bfloat16")

@@ -46,6 +46,32 @@ def test_cached_decoding_reproduces_teacher_forced_logits(tiny_config, variant):
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 
+def test_cached_decoding_runs_no_dropout_layer_call(tiny_config, monkeypatch):
+    # Decoding is inference: each dropout returns its input without Keras' work per call,
+    # which an eager step (torch) would otherwise pay a dozen times.
+    config = tiny_config.replace(dropout=0.1, attention_dropout=0.1, activation_dropout=0.1)
+    model = Seq2SeqTransformer(config)
+    inputs = make_inputs(np.random.default_rng(3), config)
+    full = to_numpy(model(inputs))
+    calls = []
+    layer_call = keras.layers.Layer.__call__
+
+    def counting(layer, *args, **kwargs):
+        calls.append(type(layer).__name__)
+        return layer_call(layer, *args, **kwargs)
+
+    monkeypatch.setattr(keras.layers.Layer, "__call__", counting)
+    cache = model.initialize_cache(model.encode(inputs["encoder_token_ids"]),
+                                   inputs["encoder_token_ids"], max_length=6)  # fmt: skip
+    calls.clear()
+    steps = []
+    for t in range(6):
+        logits, cache = model.decode(inputs["decoder_token_ids"][:, t : t + 1], cache, t)
+        steps.append(to_numpy(logits))
+    assert "Dropout" not in calls and "MultiHeadAttention" in calls
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+
+
 def test_logits_at_t_ignore_later_tokens(tiny_config):
     model = Seq2SeqTransformer(tiny_config)
     rng = np.random.default_rng(1)

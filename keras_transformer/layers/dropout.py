@@ -152,6 +152,22 @@ class Dropout(keras.layers.Layer):
         self.supports_masking = True
         self.built = True
 
+    def __call__(self, inputs, training=None, **kwargs):
+        # Off (`training=False`, as in `Seq2SeqTransformer.decode`, or rate 0): the inputs
+        # themselves, without Keras' work per call, which an eager decoding step (torch) would
+        # pay for a dozen dropouts. `training=None` is resolved by Keras from the enclosing
+        # call, and an input in another dtype is cast to the compute dtype there.
+        if (
+            (training is False or self.rate == 0)
+            and not kwargs
+            and (ops.is_tensor(inputs) or keras.utils.is_keras_tensor(inputs))
+            and keras.backend.standardize_dtype(inputs.dtype) == self.compute_dtype
+        ):
+            return inputs
+        if training is not None:  # an explicit None would hide the enclosing call's value
+            kwargs["training"] = training
+        return super().__call__(inputs, **kwargs)
+
     def _resolved_generator(self):
         """The generator this call uses: `mask_generator`, with `"auto"` resolved."""
         if self.mask_generator != "auto":

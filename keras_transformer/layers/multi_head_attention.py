@@ -361,12 +361,10 @@ class MultiHeadAttention(CachedAttention):
         scores = ops.cast(scores, "float32")
         if mask is not None:
             scores = ops.where(mask, scores, MASKED_SCORE)
-        if scores.shape[-1] == 1:
-            # One key (a cached search's first step): the softmax is 1 even where masked
-            # (MASKED_SCORE is finite), and Keras' softmax warns about a size-1 axis.
-            weights = ops.ones_like(scores)
-        else:
-            weights = ops.softmax(scores, axis=-1)  # float32
+        # Over one key (a cached search's first step) the softmax is 1 even where masked
+        # (MASKED_SCORE is finite), and Keras' softmax warns about a size-1 axis.
+        single_key = scores.shape[-1] == 1
+        weights = ops.ones_like(scores) if single_key else ops.softmax(scores, axis=-1)  # float32
         dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
         context = ops.matmul(dropped, value_heads)  # (batch, h, q, d_v)
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, h, d_v)

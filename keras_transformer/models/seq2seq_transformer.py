@@ -378,7 +378,8 @@ class Seq2SeqTransformer(keras.Model):
             for the tokens that follow, and the updated cache.
         """
         self._ensure_built()
-        sequence = self._embed_target(decoder_token_ids, start_index=index)
+        # Decoding never drops: `training=False` lets each dropout return its input at once.
+        sequence = self._embed_target(decoder_token_ids, start_index=index, training=False)
         growing = []
         for block, block_cache, cross_cache in zip(
             self.decoder_blocks, cache.growing, cache.fixed["cross_attention"], strict=True
@@ -389,6 +390,7 @@ class Seq2SeqTransformer(keras.Model):
                 self_attention_cache=block_cache,
                 cross_attention_cache=cross_cache,
                 cache_index=index,
+                training=False,
             )
             growing.append(block_cache)
         return self._logits(sequence), DecodingCache(tuple(growing), cache.fixed)
