@@ -125,7 +125,9 @@ class Dropout(keras.layers.Layer):
         training: bool. Drops only when True.
 
     Returns:
-        A tensor of the shape and dtype of `inputs`.
+        A tensor of the shape and dtype of `inputs`: `inputs` itself when the
+        layer is off (`training=False` or rate 0) and `inputs` is already in
+        the compute dtype.
 
     Example:
 
