@@ -463,18 +463,21 @@ def shrinking_batch():
 def decoding_workers():
     """How many batches a `Translator` decodes at the same time.
 
-    On the CPU, two: one compiled search of a small batch keeps about one core
-    busy (its ops are too small for XLA's or TensorFlow's intra-op threads),
-    so a second batch in flight uses the other cores. On 2 AMD Zen 4 cores this
-    translates a trained quickstart model's test set 1.4x faster on JAX and
-    TensorFlow, and a base-size model's batches 1.2x faster
-    (`benchmarks/decoding_speed.py --compare-ctranslate2`). One on a GPU or
-    TPU, which runs one program at a time, and on torch, whose eager search
-    enters the model's layers (`fixed_decoder_weights`) at every call.
+    On the CPU, two on TensorFlow and three on JAX: one compiled search of a
+    small batch keeps about one core busy (its ops are too small for XLA's or
+    TensorFlow's intra-op threads), so a second batch in flight uses the other
+    cores. On 2 AMD Zen 4 cores two translate a trained quickstart model's
+    test set 1.4x faster than one on JAX and TensorFlow, and a base-size
+    model's batches 1.2x faster (`benchmarks/decoding_speed.py
+    --compare-ctranslate2`). JAX's many small batches (`decoding_batch_tokens`)
+    leave gaps that a third fills: 1.03x to 1.06x faster again on that test
+    set, no change at base size; TensorFlow gains nothing from more. One on a
+    GPU or TPU, which runs one program at a time, and on torch, whose eager
+    search enters the model's layers (`fixed_decoder_weights`) at every call.
     """
     if keras.backend.backend() == "torch" or on_accelerator():
         return 1
-    return 2
+    return 3 if is_jax() else 2
 
 
 def decoding_batch_tokens():
