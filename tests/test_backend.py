@@ -118,7 +118,7 @@ def test_each_cpu_form_is_on_where_it_was_measured_faster():
     tables = {
         ("tensorflow", False): {"fused_adam", "loss_gradient"},
         ("tensorflow", True): {*xla_forms, "loss_gradient"},
-        ("jax", True): {*xla_forms, "kernel_gradient"},
+        ("jax", True): {*xla_forms, "kernel_gradient", "paired_beam_steps"},
     }
     for (name, xla), expected in tables.items():
         everything = backend._cpu_forms(name, xla, frozenset())

@@ -9,7 +9,12 @@ from keras import ops
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig, backend
 from keras_transformer.backend import shrinking_batch
-from keras_transformer.decoding import build_beam_search, build_greedy_search, length_penalty
+from keras_transformer.decoding import (
+    build_beam_search,
+    build_greedy_search,
+    length_penalty,
+    search_state,
+)
 from keras_transformer.decoding.beam_state import BeamState, beam_search_done
 from keras_transformer.decoding.search_state import NEG_INF, best_next_tokens, cache_stages
 from keras_transformer.layers.decoding_cache import DecodingCache
@@ -320,6 +325,56 @@ def test_searches_with_the_blocked_top_k_return_what_they_return_without(sources
         (tokens, scores), (stock_tokens, stock_scores) = results
         np.testing.assert_array_equal(tokens, stock_tokens)
         np.testing.assert_array_equal(scores, stock_scores)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax" or backend.on_accelerator(),
+    reason="paired steps are a form of JAX's fixed-shape loop on a CPU",
+)
+@pytest.mark.parametrize("first_stage", [16, 5])
+def test_paired_beam_steps_return_what_single_steps_return(
+    model, sources, monkeypatch, first_stage
+):
+    """Two steps per loop iteration: the same results and step count, at either parity.
+
+    A stage of odd length (here 5, then 10 from step 5) is not paired: its second
+    step could run past the stage's buffer while the search goes on.
+    """
+    monkeypatch.setattr(backend, "PAIRED_STEPS_MIN_BYTES", 0)  # pair over any cache
+    monkeypatch.setattr(search_state, "FIRST_CACHE_STAGE", first_stage)
+    paired_stages = []
+    decide = backend.paired_beam_steps
+
+    def watched(cache):
+        paired_stages.append(decide(cache))
+        return paired_stages[-1]
+
+    monkeypatch.setattr(backend, "paired_beam_steps", watched)
+    steps_run = set()
+    # 0 extra tokens: the search runs to its limit of 7 steps, so the paired loop's
+    # second step is past the end; 1 and 2 end on either parity; 30 cross cache stages.
+    for max_extra_length in (0, 1, 2, 30):
+        results = []
+        for disabled in ((), ("paired_beam_steps",)):
+            with backend.fast_forms_disabled(disabled):  # read when the search is traced
+                search = build_beam_search(
+                    model,
+                    bos_id=BOS,
+                    eos_id=EOS,
+                    beam_size=3,
+                    num_results=2,
+                    max_extra_length=max_extra_length,
+                    return_num_steps=True,
+                )
+                results.append([to_numpy(t) for t in search(sources)])
+        (tokens, scores, steps), (single_tokens, single_scores, single_steps) = results
+        np.testing.assert_array_equal(tokens, single_tokens)
+        np.testing.assert_allclose(scores, single_scores, rtol=1e-6)
+        assert int(steps) == int(single_steps)
+        steps_run.add(int(steps))
+    assert 7 in steps_run and {s % 2 for s in steps_run} == {0, 1}, steps_run
+    assert max(steps_run) > cache_stages(sources.shape[1] + 31)[0]  # past the first stage
+    assert True in paired_stages and False in paired_stages  # traced with and without
 
 
 def test_empty_source_yields_empty_output(model, sources):

@@ -232,7 +232,7 @@ def _search(model, s, encoder_token_ids):
 
     state = _initial_state(model, s, bounds, encoder_token_ids)
     with model.fixed_decoder_weights():  # the loop's weights, prepared once
-        state = decoding_loop(not_done, step_fn, state, num_steps, s.use_cache)
+        state = decoding_loop(not_done, step_fn, state, num_steps, s.use_cache, reorders_cache=True)
     tokens, scores = _write_results(state, s.num_results)
     tokens = tokens[:, :, 1:]  # drop BOS
     # EOS and whatever follows it become padding; so do slots never filled

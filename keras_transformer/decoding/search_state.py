@@ -2,6 +2,7 @@
 
 import itertools
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -131,31 +132,67 @@ def cache_stages(num_steps):
     return (*stages, num_steps)
 
 
-def decoding_loop(not_done, step_fn, state, num_steps, use_cache):
+def decoding_loop(not_done, step_fn, state, num_steps, use_cache, reorders_cache=False):
     """`while not_done(state): state = step_fn(state)`, in the cache's stages.
 
     `state` is one loop variable, a `NamedTuple` with fields `step` (the
     step number) and `cache` (a `DecodingCache`). Between stages
     (`cache_stages`) the growing cache is extended with empty positions.
 
+    A stage whose step reorders a large cache (`reorders_cache`, where
+    `keras_transformer.backend.paired_beam_steps` says so) runs two steps per
+    iteration. Every stage but the last ends at an even step, so a stage
+    entered at an even step stops after the first of two steps only when the
+    whole search is done: then every field but the cache keeps the first
+    step's value, and the second step's cache, never read again, is kept as
+    it is (selecting between the two would copy it).
+
     Returns:
-        The final state.
+        The final state, that of one step per iteration but for its cache.
     """
     stages = cache_stages(num_steps) if use_cache and not backend.growing_cache() else ()
+    start = 0
     for capacity, following in itertools.pairwise(stages):
 
         def within_stage(state, capacity=capacity):
             return ops.logical_and(state.step < capacity, not_done(state))
 
-        state = _loop(within_stage, step_fn, state)
+        paired = reorders_cache and start % 2 == 0 and capacity % 2 == 0
+        state = _loop(within_stage, step_fn, state, paired)
         state = state.replace(cache=state.cache.extend(following - capacity))
-    return _loop(not_done, step_fn, state)
+        start = capacity
+    return _loop(not_done, step_fn, state, reorders_cache and start % 2 == 0)
 
 
-def _loop(not_done, step_fn, state):
-    """`backend.decoding_loop` over the one loop variable `state` (passed as a 1-tuple)."""
+def _loop(not_done, step_fn, state, pairable):
+    """`backend.decoding_loop` over the one loop variable `state` (passed as a 1-tuple).
+
+    Two steps per iteration where `pairable` and the backend pairs steps over
+    this cache (see `decoding_loop`).
+    """
+    if pairable and backend.paired_beam_steps(state.cache):
+        step_fn = _two_steps(not_done, step_fn)
     (state,) = backend.decoding_loop(not_done, lambda state: (step_fn(state),), (state,))
     return state
+
+
+def _two_steps(not_done, step_fn):
+    """`step_fn` twice; the second step's fields, but for the cache, kept only if `not_done`."""
+
+    def two_steps(state):
+        first = step_fn(state)
+        second = step_fn(first)
+        go = not_done(first)
+        fields = {
+            name: keras.tree.map_structure(
+                lambda a, b: ops.where(go, a, b), getattr(second, name), getattr(first, name)
+            )
+            for name in first._fields
+            if name != "cache"
+        }
+        return second.replace(**fields)
+
+    return two_steps
 
 
 def compile_search(function, model):
