@@ -183,14 +183,10 @@ def _two_steps(not_done, step_fn):
         first = step_fn(state)
         second = step_fn(first)
         go = not_done(first)
-        fields = {
-            name: keras.tree.map_structure(
-                lambda a, b: ops.where(go, a, b), getattr(second, name), getattr(first, name)
-            )
-            for name in first._fields
-            if name != "cache"
-        }
-        return second.replace(**fields)
+        kept = keras.tree.map_structure(
+            lambda a, b: ops.where(go, a, b), second.replace(cache=()), first.replace(cache=())
+        )
+        return kept.replace(cache=second.cache)
 
     return two_steps
 
