@@ -28,6 +28,10 @@ over when another process uses the cores: measure on a quiet machine.
     OMP_WAIT_POLICY=PASSIVE python benchmarks/decoding_speed.py \\
         --data-dir ../shared/data/multi30k --compare-ctranslate2
 
+`--single-beam-steps` also times ours with one beam step per loop iteration, the
+`paired_beam_steps` fast form off (JAX: two steps per iteration over a large cache), in the
+same turns, and exits with an error unless both decode the same tokens.
+
 The `trained` workload decodes as users do: a trained quickstart model (`keras-transformer
 train --recipe quickstart`, trained once under TensorFlow into `--trained-run`, about two
 minutes, and reused) translates its 500 test sentences, through `Translator` and through
@@ -95,6 +99,12 @@ def parse_args():
         help="The trained workload's run directory; trained there (about 2 min) if empty.",
     )
     parser.add_argument("--threads", type=int, default=2, help="CTranslate2 intra_threads.")
+    parser.add_argument(
+        "--single-beam-steps",
+        action="store_true",
+        help="With --compare-ctranslate2 (quickstart, base): also time ours with one beam step "
+        "per loop iteration (the paired_beam_steps fast form off).",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
     return parser.parse_args()
 
@@ -253,6 +263,7 @@ def compare_ctranslate2(args):
 
 def compare_workload(args, name, alpha, ctranslate2):
     """One workload: an untrained model of its size, timed in both decoders."""
+    import contextlib
     import tempfile
 
     import keras
@@ -278,27 +289,37 @@ def compare_workload(args, name, alpha, ctranslate2):
         TransformerConfig(vocabulary_size=vocabulary_size, dropout=0.0, **sizes)
     )
     model.build()
-    searches = [
-        build_beam_search(
-            model,
-            bos_id=tokenizer.bos_id,
-            eos_id=tokenizer.eos_id,
-            beam_size=args.beam_size,
-            alpha=alpha,
-            max_extra_length=limit - ids.shape[1],
-        )
-        for ids, limit in batches
-    ]
     ours = {}
 
-    def decode(index):
-        tokens, _ = searches[index](batches[index][0])
-        ours[index] = keras.ops.convert_to_numpy(tokens)[:, 0]
+    def ours_without(forms, outputs):
+        """Our decoder, with the fast `forms` off (read where each search is traced)."""
+        searches = [
+            build_beam_search(
+                model,
+                bos_id=tokenizer.bos_id,
+                eos_id=tokenizer.eos_id,
+                beam_size=args.beam_size,
+                alpha=alpha,
+                max_extra_length=limit - ids.shape[1],
+            )
+            for ids, limit in batches
+        ]
 
-    def run_ours():  # as `Translator` does: `decoding_workers()` batches side by side
-        list(map_in_order(decode, range(len(batches)), backend.decoding_workers()))
+        def decode(index):
+            tokens, _ = searches[index](batches[index][0])
+            outputs[index] = keras.ops.convert_to_numpy(tokens)[:, 0]
 
-    decoders = {"ours": run_ours}
+        def run():  # as `Translator` does: `decoding_workers()` batches side by side
+            off = backend.fast_forms_disabled(forms) if forms else contextlib.nullcontext()
+            with off:
+                list(map_in_order(decode, range(len(batches)), backend.decoding_workers()))
+
+        return run
+
+    decoders = {"ours": ours_without((), ours)}
+    single_steps = {}
+    if args.single_beam_steps:
+        decoders["ours, single beam steps"] = ours_without(["paired_beam_steps"], single_steps)
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     piece_batches = [
         [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches
@@ -350,6 +371,11 @@ def compare_workload(args, name, alpha, ctranslate2):
                 )
         timings, _ = timed_in_turns(decoders, args.repeats)
     report(name, model, batches, timings, ours, theirs["float32"], processor)
+    if single_steps:
+        same = all((ours[i] == single_steps[i]).all() for i in ours)
+        if not same:
+            sys.exit("error: ours with single and paired beam steps decoded different tokens")
+        print("  ours, single and paired beam steps: the same tokens")
 
 
 def trained_run(run_dir):
