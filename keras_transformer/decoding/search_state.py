@@ -141,11 +141,12 @@ def decoding_loop(not_done, step_fn, state, num_steps, use_cache, reorders_cache
 
     A stage whose step reorders a large cache (`reorders_cache`, where
     `keras_transformer.backend.paired_beam_steps` says so) runs two steps per
-    iteration. Every stage but the last ends at an even step, so a stage
-    entered at an even step stops after the first of two steps only when the
-    whole search is done: then every field but the cache keeps the first
-    step's value, and the second step's cache, never read again, is kept as
-    it is (selecting between the two would copy it).
+    iteration if it starts at an even step and, unless it is the last, ends
+    at one (as every stage of `cache_stages` does). Such a stage stops after
+    the first of two steps only when the whole search is done: then every
+    field but the cache keeps the first step's value, and the second step's
+    cache, never read again, is kept as it is (selecting between the two
+    would copy it).
 
     Returns:
         The final state, that of one step per iteration but for its cache.
