@@ -90,7 +90,7 @@ def test_batches_decoded_side_by_side_equal_one_at_a_time(tokenizer_and_model, m
     tokenizer, model, english = tokenizer_and_model
     # Twelve batches of two, in three shapes: new shapes trace, known ones only run.
     sentences = [english[i][: 6 + 3 * (i % 7)] for i in range(24)]
-    assert backend.decoding_workers() >= 2  # on the CPU
+    assert backend.decoding_workers() == (3 if backend.is_jax() else 2)  # on the CPU
     lock, running, overlaps, tracing, traces = threading.Lock(), set(), [], [0], []
     # Tracing a search enters the model's layers (`fixed_decoder_weights`): never two at once.
     fixed_weights = model.fixed_decoder_weights
