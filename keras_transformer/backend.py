@@ -450,6 +450,20 @@ def wrap_uint32(x):
     return ops.bitwise_and(x, ops.convert_to_tensor(0xFFFFFFFF, "int64"))
 
 
+def host_seed_scope():
+    """The device scope in which a layer keeps and advances its dropout seed state.
+
+    The CPU on torch: `torch_generator` dropout (`FastForms.dropout`) seeds a
+    `torch.Generator` with a Python integer read from the state at every
+    call, and a state held on a GPU would make each of those reads wait for
+    the GPU to finish its queued work. Elsewhere the seed is used where it
+    lives (JAX and TensorFlow hash it in the compiled step), so no scope.
+    """
+    if keras.backend.backend() == "torch":
+        return keras.device("cpu")
+    return contextlib.nullcontext()
+
+
 def replica_context():
     """The `tf.distribute` replica context when the batch is split over replicas, else None."""
     if keras.backend.backend() != "tensorflow":

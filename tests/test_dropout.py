@@ -4,7 +4,7 @@ import pytest
 from conftest import CPU_FORMS, to_numpy
 
 from keras_transformer.layers import Dropout
-from keras_transformer.layers.dropout import hash_bits
+from keras_transformer.layers.dropout import generator_seed, hash_bits
 
 
 def numpy_mix(h):
@@ -120,6 +120,39 @@ def test_off_returns_the_tensor_itself_and_casts_other_dtypes_as_keras_does():
 
     dropped = to_numpy(Outer()(x, training=True))
     assert 0 < np.mean(dropped == 0) < 1
+
+
+@pytest.mark.parametrize("mask_generator", GENERATORS)
+def test_a_given_training_flag_skips_keras_call_and_gives_what_it_gives(mask_generator):
+    x = np.random.default_rng(1).normal(size=(3, 5, 8)).astype("float32")
+    direct, through_keras = (Dropout(0.4, seed=9, mask_generator=mask_generator) for _ in "ab")
+    for _ in range(2):  # the second call draws from the advanced seed state
+        np.testing.assert_array_equal(
+            to_numpy(direct(keras.ops.convert_to_tensor(x), training=True)),
+            to_numpy(keras.layers.Layer.__call__(through_keras, x, training=True)),
+        )
+    np.testing.assert_array_equal(
+        to_numpy(direct.seed_generator.state), to_numpy(through_keras.seed_generator.state)
+    )
+
+
+@pytest.mark.parametrize("seed", [(0, 0), (11, 0), (7, 2**32 - 1), (2**32 - 1, 123456789)])
+def test_generator_seed_is_the_documented_hash_of_both_words(seed):
+    expected = numpy_mix((numpy_mix(np.uint64(seed[0] ^ 0x9E3779B9)) + seed[1]) & 0xFFFFFFFF)
+    assert generator_seed(np.array(seed, dtype="int64")) == int(expected)
+
+
+@TORCH_ONLY
+def test_torch_seed_state_stays_on_the_cpu_whatever_the_default_device():
+    # "meta" stands in for an accelerator: were the seed read from the default device, no
+    # value could be read, as none can from a GPU without waiting for it.
+    x = keras.ops.ones((4, 6))
+    with keras.device("meta"):
+        layer = Dropout(0.5, seed=4)
+        outputs = layer(x, training=True)
+    assert layer.seed_generator.state.value.device.type == "cpu"
+    np.testing.assert_array_equal(to_numpy(layer.seed_generator.state), [4, 1])
+    assert 0 < np.mean(to_numpy(outputs) == 0) < 1
 
 
 def test_mask_of_a_bfloat16_input_keeps_the_dtype():

@@ -1,5 +1,7 @@
 """Inverted dropout with masks that cost little on each backend (paper 5.4)."""
 
+import functools
+
 import keras
 from keras import ops
 
@@ -11,6 +13,7 @@ MASK_GENERATORS = ("auto", "hash", "torch_generator", "keras")
 _GOLDEN = 0x9E3779B9
 _MIX_1 = 0x85EBCA6B
 _MIX_2 = 0xC2B2AE35
+_UINT32 = 0xFFFFFFFF
 
 
 def _mix(h):
@@ -27,6 +30,25 @@ def _keys(seed):
     seed = backend.wrap_uint32(ops.cast(seed, "uint32"))
     k0 = _mix(ops.bitwise_xor(seed[0], ops.convert_to_tensor(_GOLDEN, "uint32")))
     return k0, _mix(backend.wrap_uint32(ops.add(seed[1], k0)))
+
+
+def _mix_int(h):
+    """`_mix` of a Python int in [0, 2**32)."""
+    h ^= h >> 16
+    h = (h * _MIX_1) & _UINT32
+    h ^= h >> 13
+    h = (h * _MIX_2) & _UINT32
+    return h ^ (h >> 16)
+
+
+def generator_seed(seed):
+    """`_keys(seed)[1]` (`hash_bits`' `k1`) as a Python int, computed on the host.
+
+    A (2,) seed read from the CPU costs no device op and no wait for one;
+    hashing it with tensor ops would launch about twenty tiny ones per call.
+    """
+    first, second = (int(word) & _UINT32 for word in ops.convert_to_numpy(seed))
+    return _mix_int((second + _mix_int(first ^ _GOLDEN)) & _UINT32)
 
 
 def hash_bits(shape, seed):
@@ -73,19 +95,25 @@ def torch_generator_dropout(inputs, rate, seed):
     """
     import torch
 
-    # A generator cannot be traced by torch.compile (as in Keras' own torch random ops).
-    generator = torch.compiler.disable(_torch_generator)(seed, inputs.device)
+    generator = _seeded_generator()(seed, inputs.device)
     keep = 1.0 - rate
     mask = torch.empty_like(inputs).bernoulli_(keep, generator=generator).div_(keep)
     return inputs * mask
 
 
-def _torch_generator(seed, device):
+@functools.cache
+def _seeded_generator():
+    """`(seed, device) -> torch.Generator`, kept out of `torch.compile`'s tracing.
+
+    A generator cannot be traced by torch.compile (as in Keras' own torch
+    random ops); the wrapped function is made once, not at every call.
+    """
     import torch
 
-    generator = torch.Generator(device=device)
-    generator.manual_seed(int(ops.convert_to_numpy(_keys(seed)[1])))  # hash_bits' k1
-    return generator
+    def seeded(seed, device):
+        return torch.Generator(device=device).manual_seed(generator_seed(seed))
+
+    return torch.compiler.disable(seeded)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -150,22 +178,26 @@ class Dropout(keras.layers.Layer):
         self.seed = seed
         self.mask_generator = mask_generator
         if self.rate > 0:
-            self.seed_generator = keras.random.SeedGenerator(seed)
+            with backend.host_seed_scope():
+                self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         self.built = True
 
     def __call__(self, inputs, training=None, **kwargs):
-        # Off (`training=False`, as in `Seq2SeqTransformer.decode`, or rate 0): the inputs
-        # themselves, without Keras' work per call, which an eager decoding step (torch) would
-        # pay for a dozen dropouts. `training=None` is resolved by Keras from the enclosing
-        # call, and an input in another dtype is cast to the compute dtype there.
+        # With the mode known (`training` given, or rate 0) and the inputs in the compute
+        # dtype, Keras' work per call has nothing to do: `call` runs directly. That work
+        # costs an eager step (torch) about as much as the mask itself, and a model calls
+        # dozens of dropouts per step. `training=None` is resolved by Keras from the
+        # enclosing call, and an input in another dtype is cast to the compute dtype there.
         if (
-            (training is False or self.rate == 0)
-            and not kwargs
+            not kwargs
             and (ops.is_tensor(inputs) or keras.utils.is_keras_tensor(inputs))
             and keras.backend.standardize_dtype(inputs.dtype) == self.compute_dtype
         ):
-            return inputs
+            if training is False or self.rate == 0:  # off: the inputs themselves
+                return inputs
+            if training is not None and ops.is_tensor(inputs):  # not a symbolic call
+                return self.call(inputs, training=training)
         if training is not None:  # an explicit None would hide the enclosing call's value
             kwargs["training"] = training
         return super().__call__(inputs, **kwargs)
@@ -183,7 +215,9 @@ class Dropout(keras.layers.Layer):
         if generator == "keras":
             return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)
         if generator == "torch_generator":
-            return torch_generator_dropout(inputs, self.rate, self.seed_generator.next())
+            with backend.host_seed_scope():
+                seed = self.seed_generator.next()
+            return torch_generator_dropout(inputs, self.rate, seed)
         threshold = ops.convert_to_tensor(round(self.rate * 2**32), "uint32")
         bits = hash_bits(ops.shape(inputs), self.seed_generator.next())
         keep = ops.greater_equal(bits, threshold)
