@@ -123,7 +123,7 @@ def test_off_returns_the_tensor_itself_and_casts_other_dtypes_as_keras_does():
 
 
 @pytest.mark.parametrize("mask_generator", GENERATORS)
-def test_a_given_training_flag_skips_keras_call_and_gives_what_it_gives(mask_generator):
+def test_a_given_training_flag_gives_what_keras_layer_call_gives(mask_generator):
     x = np.random.default_rng(1).normal(size=(3, 5, 8)).astype("float32")
     direct, through_keras = (Dropout(0.4, seed=9, mask_generator=mask_generator) for _ in "ab")
     for _ in range(2):  # the second call draws from the advanced seed state

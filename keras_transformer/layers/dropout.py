@@ -42,10 +42,17 @@ def _mix_int(h):
 
 
 def generator_seed(seed):
-    """`_keys(seed)[1]` (`hash_bits`' `k1`) as a Python int, computed on the host.
+    """The 32-bit seed of a `torch_generator` mask: `hash_bits`' key `k1` of `seed`.
 
-    A (2,) seed read from the CPU costs no device op and no wait for one;
-    hashing it with tensor ops would launch about twenty tiny ones per call.
+    Computed in Python from the seed's two words, as `_keys` computes it with
+    tensor operations (about twenty tiny ones): a seed held on the CPU costs
+    no device operation and no wait for one.
+
+    Args:
+        seed: (2,) integer array or tensor, on the CPU.
+
+    Returns:
+        int in [0, 2**32).
     """
     first, second = (int(word) & _UINT32 for word in ops.convert_to_numpy(seed))
     return _mix_int((second + _mix_int(first ^ _GOLDEN)) & _UINT32)
