@@ -192,10 +192,10 @@ class Dropout(keras.layers.Layer):
 
     def __call__(self, inputs, training=None, **kwargs):
         # With the mode known (`training` given, or rate 0) and the inputs in the compute
-        # dtype, Keras' work per call has nothing to do: `call` runs directly. That work
-        # costs an eager step (torch) about as much as the mask itself, and a model calls
-        # dozens of dropouts per step. `training=None` is resolved by Keras from the
-        # enclosing call, and an input in another dtype is cast to the compute dtype there.
+        # dtype, Keras' work per call has nothing to do: `call` runs directly. That work is
+        # Python run at every call, which torch's eager steps pay for dozens of dropouts per
+        # step. `training=None` is resolved by Keras from the enclosing call, and an input
+        # in another dtype is cast to the compute dtype there.
         if (
             not kwargs
             and (ops.is_tensor(inputs) or keras.utils.is_keras_tensor(inputs))
