@@ -330,6 +330,20 @@ def test_bad_requests_give_defined_results(serve, trained):
     assert translate([english[0]]) == reference  # the loaded model still serves
 
 
+def test_a_wrong_rank_request_names_the_expected_shape(serve, trained):
+    """The signatures declare [batch] and [batch, length], which a call does not enforce."""
+    text, ids = serve
+    english = trained[2]
+    for bad in (english[0], [[english[0], english[1]]], [[english[0]], [english[1]]]):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[batch\], one sentence"):
+            text(sentences=tf.constant(bad, tf.string))
+    for bad in (5, [5, 6], [[[5, 6]]]):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"shape \[batch, length\]"):
+            ids(token_ids=tf.constant(bad, tf.int32))
+    outputs = text(sentences=tf.constant([english[0], english[1]]))
+    assert outputs["translations"].shape == outputs["scores"].shape == (2,)
+
+
 def test_ids_signature_matches_text_signature(serve, trained):
     text, ids = serve
     _, tokenizer, english, _, _ = trained

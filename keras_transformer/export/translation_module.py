@@ -12,6 +12,21 @@ TEXT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 
 
+def _checked_rank(tensor, rank, message):
+    """`tensor`, after a run-time check that it has `rank` dimensions.
+
+    A signature's declared shape is not enforced when it is called (TF Serving,
+    a loaded SavedModel), and the graph's own rank ops are folded to the
+    declared rank: the check reads the rank from the shape passed through
+    serialization, which hides it from that folding.
+    """
+    shape = tf.shape(tensor)
+    actual = tf.size(tf.io.parse_tensor(tf.io.serialize_tensor(shape), tf.int32))
+    check = tf.debugging.Assert(tf.equal(actual, rank), [f"{message}; received shape", shape])
+    with tf.control_dependencies([check]):
+        return tf.identity(tensor)
+
+
 class TranslationModule(tf.Module):
     """A `tf.Module` whose functions translate strings or token ids (paper 6.1 decoding).
 
@@ -99,6 +114,11 @@ class TranslationModule(tf.Module):
         )
 
     def _translate_text(self, sentences):
+        sentences = _checked_rank(
+            sentences,
+            1,
+            "`sentences` must be a 1-D string tensor of shape [batch], one sentence each",
+        )
         sentences = tf.strings.unicode_transcode(
             sentences,
             input_encoding="UTF-8",
@@ -117,6 +137,9 @@ class TranslationModule(tf.Module):
         }
 
     def _translate_token_ids(self, token_ids):
+        token_ids = _checked_rank(
+            token_ids, 2, "`token_ids` must be a 2-D int32 tensor of shape [batch, length]"
+        )
         checks = [
             tf.debugging.assert_non_negative(token_ids, message="`token_ids` must be >= 0."),
             tf.debugging.assert_less(
