@@ -3,11 +3,13 @@
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import BACKEND_INDEPENDENT
+from test_bad_inputs import made  # noqa: F401 (the fixture: a run directory, data files)
 
 from keras_transformer.experiment.input_checks import check_output_dir
 from keras_transformer.experiment.output_dir_lock import OutputDirLock, check_output_dir_free
@@ -67,3 +69,52 @@ def test_fingerprint_follows_an_edited_file(tmp_path):
     second = data_fingerprint([str(path)])["train.en"]
     assert first == {"bytes": 4, "sha256": hashlib.sha256(b"one\n").hexdigest()}
     assert second == {"bytes": 4, "sha256": hashlib.sha256(b"two\n").hexdigest()}
+
+
+def test_an_input_the_run_would_write_over_is_refused_before_anything_is_written(made, tmp_path):  # noqa: F811
+    from test_bad_inputs import SMALL
+    from test_command_errors import run_in_process, snapshot
+
+    from keras_transformer.experiment.run_outputs import RUN_FILES, RUN_FOLDERS
+
+    run = tmp_path / "run"
+    shutil.copytree(made / "run", run)
+    exported = run / "saved_model"  # replaced by the run's export
+    shutil.copytree(made / "data", exported)
+    (tmp_path / "link.keras").symlink_to(run / "model.keras")
+    before = snapshot(run)
+    cases = [
+        (["--init-from", str(run / "model.keras")], "--init-from", "model.keras"),
+        (["--init-from", str(tmp_path / "link.keras")], "--init-from", "model.keras"),
+        (["--vocabulary", str(exported / "vocabulary.model")], "--vocabulary", "saved_model"),
+        (["--data-dir", str(exported)], "--train-split", "saved_model"),
+    ]
+    shutil.copy(run / "vocabulary.model", exported / "vocabulary.model")
+    before = snapshot(run)
+    for flags, flag, what in cases:
+        argv = ["train", "--output-dir", str(run), "--max-steps", "1", "--no-validate",
+                "--no-export", "--verbose", "0", *flags]  # fmt: skip
+        if "--init-from" not in flags:
+            argv += SMALL
+        if "--data-dir" not in flags:
+            argv += ["--data-dir", str(made / "data")]
+        if "--vocabulary" not in flags and "--init-from" not in flags:
+            argv += ["--vocabulary-size", "100"]
+        status, stdout, stderr = run_in_process(argv)
+        lines = stderr.splitlines()
+        assert (status, stdout, len(lines)) == (2, "", 1), (flags, stderr[-2000:])
+        assert f"error: {flag} " in lines[0] and "would write over" in lines[0], lines[0]
+        assert f"writes {what}" in lines[0], lines[0]
+        assert snapshot(run) == before, flags
+    # The names the check knows are the ones the run writes.
+    from keras_transformer.evaluation import ValidationCallback
+    from keras_transformer.experiment.data_order_settings import SETTINGS_FILE
+    from keras_transformer.experiment.output_dir_lock import OutputDirLock
+    from keras_transformer.experiment.run_config_file import RUN_CONFIG_FILE
+    from keras_transformer.experiment.training_callbacks import CHECKPOINTS
+    from keras_transformer.training import TrainingMonitor
+    from keras_transformer.utils.compilation_cache import RUN_CACHE
+
+    names = (RUN_CONFIG_FILE, SETTINGS_FILE, TrainingMonitor.CSV_NAME, ValidationCallback.CSV_NAME,
+             OutputDirLock.NAME)  # fmt: skip
+    assert set(names) <= set(RUN_FILES) and {CHECKPOINTS, RUN_CACHE} <= set(RUN_FOLDERS)

@@ -21,6 +21,7 @@ from keras_transformer.experiment.run_config_file import (
     check_resumed_settings,
     run_settings,
 )
+from keras_transformer.experiment.run_outputs import check_inputs_not_overwritten
 from keras_transformer.experiment.split_files import SplitFiles, check_files, split_paths
 
 # The environment variable for the number of JAX processes (`keras.distribution.initialize`).
@@ -136,20 +137,25 @@ def check_inputs(config):
             model or the --vocabulary file does not exist.
         ValueError: settings that need a valid split without one; an
             --init-from file that holds no translation model (or is damaged);
-            a --vocabulary file without the package's special ids.
+            a --vocabulary file without the package's special ids; an input
+            that the run would write over (inside --output-dir).
     """
     data = config.data
     if data.data_dir is not None and not os.path.isdir(data.data_dir):
         raise FileNotFoundError(f"--data-dir {data.data_dir} is not a directory.")
     if config.model.init_from is not None:
-        run_model_config(config.model)  # a translation model file, undamaged
+        # A translation model file, undamaged; a LoRA rank its projections allow.
+        config.adaptation.check_model(run_model_config(config.model))
     if data.vocabulary_file is not None:
         check_vocabulary_file(data.vocabulary_file)
     needs_valid = check_valid_settings(config)
     if data.generated:
         _check_generated_splits(data, needs_valid)
+        check_inputs_not_overwritten(config, None)
         return None
-    return SplitFiles.find(data, data.data_dir, valid=needs_valid)
+    splits = SplitFiles.find(data, data.data_dir, valid=needs_valid)
+    check_inputs_not_overwritten(config, splits)
+    return splits
 
 
 def _check_generated_splits(data, needs_valid):
