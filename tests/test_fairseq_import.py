@@ -32,16 +32,17 @@ JOINT_WORDS = EN_WORDS + [word for word in DE_WORDS if word not in EN_WORDS]
 SOURCE = [[10, 4, 13, 7, 2, 1, 1], [5, 6, 4, 8, 9, 11, 2]]  # right-padded, </s>-ended
 TARGET_INPUT = [[2, 4, 9, 5, 12], [2, 7, 7, 6, 4]]  # decoding starts from </s>
 
-# name -> (architecture, checkpoint style, shared dictionary, extra args, madeupwords rows)
+# name -> (architecture, checkpoint style, shared dictionary, extra args, padded as fairseq pads
+# a dictionary: embedding rows up to a multiple of 8)
 CASES = {
-    "transformer_shared": ("transformer", "args", True, {"share_all_embeddings": True}, 0),
-    "wmt_en_de_separate_untied": ("transformer_wmt_en_de", "cfg", False, {}, 3),
+    "transformer_shared": ("transformer", "args", True, {"share_all_embeddings": True}, False),
+    "wmt_en_de_separate_untied": ("transformer_wmt_en_de", "cfg", False, {}, True),
     "vaswani_big_separate_tied": (
         "transformer_vaswani_wmt_en_de_big",
         "args",
         False,
         {"share_decoder_input_output_embed": True},
-        0,
+        False,
     ),
     "learned_positions": (
         "transformer",
@@ -54,7 +55,7 @@ CASES = {
             "max_source_positions": 12,
             "max_target_positions": 12,
         },
-        0,
+        False,
     ),
     "t2t_pre_ln_gelu": (
         "transformer_wmt_en_de_big_t2t",
@@ -66,19 +67,22 @@ CASES = {
             "decoder_normalize_before": True,
             "activation_fn": "gelu",
         },
-        0,
+        False,
     ),
 }
 
 
 def _write_case(folder, name):
-    arch, style, shared, extra, extra_rows = CASES[name]
+    arch, style, shared, extra, padded = CASES[name]
     folder.mkdir()
     ref.write_dictionary(folder / "dict.en.txt", JOINT_WORDS if shared else EN_WORDS)
     ref.write_dictionary(folder / "dict.de.txt", JOINT_WORDS if shared else DE_WORDS)
     (folder / "bpecodes").write_text(CODES, encoding="utf-8")
-    source_rows = len(ref.read_dictionary(folder / "dict.en.txt")) + extra_rows
-    target_rows = len(ref.read_dictionary(folder / "dict.de.txt")) + extra_rows
+    source_rows, target_rows = (
+        len(ref.read_dictionary(folder / f"dict.{language}.txt")) for language in ("en", "de")
+    )
+    if padded:
+        source_rows, target_rows = (-(-rows // 8) * 8 for rows in (source_rows, target_rows))
     args = ref.tiny_args(arch, **extra)
     if name == "wmt_en_de_separate_untied":
         args["activation_fn"] = "relu"
@@ -141,9 +145,9 @@ def test_saved_file_reloads_with_same_logits(imported):
         _logits(loaded, SOURCE, TARGET_INPUT), _logits(model, SOURCE, TARGET_INPUT), atol=1e-6
     )
     assert loaded_tokenizer.get_config() == tokenizer.get_config()
-    # madeupword rows beyond the dictionary, as fairseq pads its dictionaries.
-    assert loaded.config.vocabulary_size == len(DE_WORDS) + 4 + 3
-    assert loaded_tokenizer.get_vocabulary()[-3:] == [f"madeupword000{i}" for i in range(3)]
+    # A madeupword row beyond the dictionary of 15, as fairseq pads it to a multiple of 8.
+    assert loaded.config.vocabulary_size == len(DE_WORDS) + 4 + 1 == 16
+    assert loaded_tokenizer.get_vocabulary()[-2:] == [DE_WORDS[-1], "madeupword0000"]
 
 
 def _reference_greedy(reference, source, steps):
@@ -185,9 +189,20 @@ def test_dictionary_ids_follow_fairseq(tmp_path):
     path.write_text("the 10\n, 9\nNew York 3\nthe 1 #fairseq:overwrite\n", encoding="utf-8")
     symbols = read_fairseq_dictionary(path)
     assert symbols == ["<s>", "<pad>", "</s>", "<unk>", "the", ",", "New York", "the"]
-    assert padded_symbols(symbols, 10)[8:] == ["madeupword0000", "madeupword0001"]
-    with pytest.raises(ValueError, match="only 7 rows"):
-        padded_symbols(symbols, 7)
+    assert padded_symbols(symbols, 8) == symbols
+    path.write_text("the 10\n, 9\nmadeupword0001 1\n", encoding="utf-8")
+    symbols = read_fairseq_dictionary(path)
+    # fairseq's pad_to_multiple_ skips a filler name the dictionary holds.
+    assert padded_symbols(symbols, 8)[7:] == ["madeupword0000"]
+    fillers = ["madeupword0000", *(f"madeupword000{i}" for i in range(2, 8))]
+    assert padded_symbols(symbols + ["x", "y"], 16)[9:] == fillers
+    for rows in (6, 9, 10, 16):  # fewer rows, or more than fairseq's padding gives
+        with pytest.raises(ValueError, match=f"has 7 symbols .* and the embedding matrix {rows} "):
+            padded_symbols(symbols, rows)
+    padded = padded_symbols(symbols, 8)
+    # A dictionary saved with fairseq's padding that lost lines: no further fillers.
+    with pytest.raises(ValueError, match="already ends with fairseq's padding"):
+        padded_symbols(padded[:4] + padded[7:], 8)
     path.write_text("the 10\nthe 3\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"dict\.en\.txt:2: symbol 'the' appears twice"):
         read_fairseq_dictionary(path)
@@ -226,6 +241,14 @@ def test_command_bad_input_is_one_line_exit_2(tmp_path, capsys):
         [str(folder / "garbage.pt"), "--dictionary-dir", str(folder), "--output", out], capsys
     )
     assert code == 2 and len(lines) == 1 and "garbage.pt" in lines[0], lines
+    # Three entries short of the embedding's 23 rows: not fairseq's padding (20 up to 24).
+    ref.write_dictionary(folder / "dict.de.txt", JOINT_WORDS[:-3])
+    code, lines = _run_command(
+        [str(folder / "model.pt"), "--dictionary-dir", str(folder), "--output", out], capsys
+    )
+    assert code == 2 and len(lines) == 1, lines
+    assert "dict.de.txt: the dictionary has 20 symbols" in lines[0], lines
+    assert "embedding matrix 23 rows; fairseq pads a dictionary only up to" in lines[0], lines
     (folder / "dict.de.txt").unlink()
     code, lines = _run_command(
         [str(folder / "model.pt"), "--dictionary-dir", str(folder), "--output", out], capsys

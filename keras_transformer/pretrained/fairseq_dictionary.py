@@ -6,6 +6,10 @@ import os
 SPECIAL_SYMBOLS = ("<s>", "<pad>", "</s>", "<unk>")
 BOS_ID, PAD_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 OVERWRITE_FLAG = "#fairseq:overwrite"
+# fairseq's `Dictionary.pad_to_multiple_`: the multiple its training pads a dictionary to
+# (`--padding-factor`, default 8), and the names of the symbols it adds.
+PADDING_FACTOR = 8
+FILLER = "madeupword{:04d}"
 
 
 def read_fairseq_dictionary(path):
@@ -79,22 +83,50 @@ def symbol_ids(symbols):
 def padded_symbols(symbols, rows):
     """`symbols` extended to `rows` entries with fairseq's `madeupwordNNNN` fillers.
 
-    fairseq pads a dictionary to a multiple of 8 symbols when it trains
-    (`Dictionary.pad_to_multiple_`), so an embedding matrix can have more rows
-    than a dictionary file that was saved before that padding. The fillers are
-    never produced by tokenizing text.
+    fairseq pads a dictionary to a multiple of 8 symbols when it builds one
+    (`Dictionary.pad_to_multiple_`: fillers `madeupword0000`, `madeupword0001`,
+    ..., a name the dictionary already holds skipped), so an embedding matrix
+    can have more rows than a dictionary file saved before that padding. Only
+    that padding is accepted: `rows` must be the dictionary's size rounded up
+    to a multiple of 8, and a dictionary that already holds fairseq's fillers
+    (padded when saved) must match the matrix exactly. Anything else means
+    the dictionary is not the model's, and its words would be misnumbered.
+    The fillers are never produced by tokenizing text.
+
+    Args:
+        symbols: list of str, a dictionary's symbols (`read_fairseq_dictionary`).
+        rows: int, the rows of the embedding matrix the dictionary numbers.
+
+    Returns:
+        list of str, `rows` symbols: `symbols`, then the fillers.
 
     Raises:
-        ValueError: `rows` is smaller than the dictionary.
+        ValueError: `rows` is not `symbols` padded as fairseq pads; the
+            message gives both counts.
+
+    Example:
+
+    >>> padded_symbols(["<s>", "<pad>", "</s>", "<unk>", "the", ","], 8)[-2:]
+    ['madeupword0000', 'madeupword0001']
     """
-    if rows < len(symbols):
+    if rows == len(symbols):
+        return list(symbols)
+    padded_size = -(-len(symbols) // PADDING_FACTOR) * PADDING_FACTOR
+    already_padded = FILLER.format(0) in symbols
+    if rows != padded_size or already_padded:
+        rule = (
+            "it already ends with fairseq's padding, so the counts must agree"
+            if already_padded
+            else f"fairseq pads a dictionary only up to the next multiple of {PADDING_FACTOR}, "
+            f"{padded_size}"
+        )
         raise ValueError(
-            f"the dictionary has {len(symbols)} symbols (the four specials included) but the "
-            f"embedding matrix only {rows} rows: the dictionary is not the model's"
+            f"the dictionary has {len(symbols)} symbols (the four specials included) and the "
+            f"embedding matrix {rows} rows; {rule}: the dictionary is not the model's"
         )
     taken, padded, index = set(symbols), list(symbols), 0
     while len(padded) < rows:
-        filler = f"madeupword{index:04d}"
+        filler = FILLER.format(index)
         if filler not in taken:
             padded.append(filler)
         index += 1
