@@ -146,6 +146,12 @@ def in_safe_mode():
     return bool(serialization_lib.in_safe_mode())
 
 
+def lora_base_kernel(layer):
+    """The stored kernel variable of a Keras `Dense` or `EinsumDense` (`layer.kernel` is a
+    property that adds the LoRA delta once `enable_lora` ran): the frozen base weights."""
+    return layer._kernel
+
+
 def keras_needs_workarounds(version=None):
     """Whether Keras `version` (default: the installed one) is known to need the workarounds.
 

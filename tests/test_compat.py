@@ -90,6 +90,20 @@ def test_kerass_safe_mode_flag():
         private(compat.in_safe_mode() is False, "serialization_lib.in_safe_mode (unsafe scope)")
 
 
+def test_the_base_kernel_under_keras_lora():
+    for layer in (keras.layers.Dense(3), keras.layers.EinsumDense("ab,bc->ac", (3,))):
+        layer.build((None, 4))
+        layer.enable_lora(2)
+        layer.lora_kernel_b.assign(keras.ops.ones((2, 3)))
+        base = compat.lora_base_kernel(layer)
+        private(base is layer.weights[0], f"{type(layer).__name__}._kernel")
+        assert not base.trainable
+        delta = keras.ops.matmul(layer.lora_kernel_a, layer.lora_kernel_b)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(layer.kernel), keras.ops.convert_to_numpy(base + delta)
+        )
+
+
 def test_the_learning_rate_schedule_an_optimizer_holds():
     schedule = keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=10, decay_rate=0.5)
     scheduled = keras.optimizers.Adam(learning_rate=schedule)

@@ -65,6 +65,12 @@ class TranslateOptions(DataclassConfig):
         group="model",
         required=True,
     )
+    adapter: str | None = setting(
+        None,
+        "LoRA adapters (a `train --lora-rank` run's adapter.lora) applied to --model without "
+        "merging; an adapter trained on another model is refused.",
+        metavar="ADAPTER",
+    )
     input: str = setting(
         "-", "Sentences, one per line (plain or gzip); - for stdin.", metavar="FILE"
     )
@@ -112,6 +118,13 @@ def check_paths(parser, options):
             parser.error(f"--output {options.output} is a directory; give a file name")
     if options.input != "-" and not os.path.exists(options.input):
         parser.error(f"--input {options.input}: no such file")
+    if options.adapter is not None:
+        from keras_transformer.export.lora_adapter import read_adapter_settings
+
+        try:
+            read_adapter_settings(options.adapter)  # an adapter file, before the backend loads
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
 
 
 def _model_file(parser, options):
@@ -172,6 +185,10 @@ def _translate_stream(options, decoding, model_file, stdout):
 
     try:
         model, tokenizer = load_translation_model(model_file, compile=False)
+        if options.adapter is not None:
+            from keras_transformer.export.lora_adapter import apply_adapter
+
+            apply_adapter(model, options.adapter)
         decoding = decoding.replace(max_source_length=decoding.kept_source_length(model.config))
     except (ValueError, OSError) as error:
         _warn(f"error: {' '.join(str(error).split())}")

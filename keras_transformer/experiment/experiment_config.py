@@ -5,6 +5,7 @@ import difflib
 
 from keras_transformer.data.pipeline_config import PipelineConfig
 from keras_transformer.decoding.decoding_config import DecodingConfig
+from keras_transformer.experiment.adaptation_config import AdaptationConfig
 from keras_transformer.experiment.checkpoint_config import CheckpointConfig
 from keras_transformer.experiment.config_checks import check_at_least, check_choices
 from keras_transformer.experiment.data_config import DataConfig
@@ -56,6 +57,10 @@ class ExperimentConfig(DataclassConfig):
     )
     model: ModelSettings = dataclasses.field(
         default_factory=ModelSettings, metadata={"title": "model"}
+    )
+    adaptation: AdaptationConfig = dataclasses.field(
+        default_factory=AdaptationConfig,
+        metadata={"title": "adapting an --init-from model (LoRA, frozen parts)"},
     )
     optimization: OptimizationConfig = dataclasses.field(
         default_factory=OptimizationConfig, metadata={"title": "optimization"}
@@ -113,6 +118,8 @@ class ExperimentConfig(DataclassConfig):
                 "`init_from` and `vocabulary_file` both choose the tokenizer: --init-from "
                 "uses the model file's own. Received both."
             )
+        if self.adaptation.active and self.model.init_from is None:
+            raise ValueError("`lora_rank` and `freeze` adapt an existing model: give `init_from`.")
         self.model_config()
         self.pipeline_config()
 

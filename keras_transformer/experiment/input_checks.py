@@ -144,7 +144,8 @@ def check_inputs(config):
     if data.data_dir is not None and not os.path.isdir(data.data_dir):
         raise FileNotFoundError(f"--data-dir {data.data_dir} is not a directory.")
     if config.model.init_from is not None:
-        run_model_config(config.model)  # a translation model file, undamaged
+        # A translation model file, undamaged; a LoRA rank its projections allow.
+        config.adaptation.check_model(run_model_config(config.model))
     if data.vocabulary_file is not None:
         check_vocabulary_file(data.vocabulary_file)
     needs_valid = check_valid_settings(config)

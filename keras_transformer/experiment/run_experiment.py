@@ -124,7 +124,7 @@ def _run(config, distribution, output_dir, splits, start_time):
         config, distribution, model, start, corpus, tokenizer, valid, output_dir
     )
     selection = phases.final_weights(config, setup, valid)
-    paths = phases.save_model(setup, tokenizer, data_dir, output_dir)
+    paths, model = phases.save_model(setup, tokenizer, data_dir, output_dir)
     translator = Translator(model, tokenizer, config.decoding)
     sources, hypotheses, scores = phases.evaluation(config, translator, splits, paths, output_dir)
     valid_scores = None

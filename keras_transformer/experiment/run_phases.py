@@ -17,6 +17,7 @@ from keras_transformer.checkpoints.periodic_checkpoint import restore_latest_che
 from keras_transformer.compat import apply_distribute_workarounds
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback, score_files
+from keras_transformer.experiment.adaptation import adapt_model, save_adaptation
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.init_from import given_vocabulary, run_model_config
 from keras_transformer.experiment.split_files import SplitFiles
@@ -140,6 +141,7 @@ def compiled_model(config, distribution, tokenizer, output_dir, init_model=None)
         if init_model is not None:  # a checkpoint of a resumed run replaces them below
             model.build()
             model.set_weights(init_model.get_weights())
+            adapt_model(model, config.adaptation, verbose=config.verbose)  # LoRA, --freeze
         model.compile(
             optimizer=paper_optimizer(
                 model.config.d_model,
@@ -275,8 +277,12 @@ def final_weights(config, setup, valid):
 def save_model(setup, tokenizer, data_dir, output_dir):
     """The final model saved with its tokenizer (`model.keras`), and the run's files so far.
 
+    A LoRA run saves its model with the adapters merged, and the adapters alone
+    (`adapter.lora`).
+
     Returns:
-        A dict of the paths the run wrote, by name.
+        `(paths, model)`: a dict of the paths the run wrote, by name, and the
+        model saved (`setup.model`, or its merged copy for a LoRA run).
     """
     checkpoint, validation = setup.checkpoint, setup.validation
     paths = {"data": data_dir}
@@ -289,10 +295,11 @@ def save_model(setup, tokenizer, data_dir, output_dir):
         paths["valid_log"] = os.path.join(output_dir, ValidationCallback.CSV_NAME)
         if validation.best_path is not None and os.path.exists(validation.best_path):
             paths["best"] = validation.best_path
+    model = save_adaptation(setup.model, output_dir, paths)
     paths["model"] = save_translation_model(
-        setup.model, tokenizer, os.path.join(output_dir, "model.keras")
+        model, tokenizer, os.path.join(output_dir, "model.keras")
     )
-    return paths
+    return paths, model
 
 
 def evaluation(config, translator, splits, paths, output_dir):

@@ -11,6 +11,10 @@ from keras_transformer.utils.lazy_exports import lazy_exports
 __all__ = lazy_exports(
     __name__,
     {
+        "apply_adapter": "lora_adapter",
+        "read_adapter_settings": "lora_adapter",
+        "save_adapter": "lora_adapter",
+        "weights_fingerprint": "lora_adapter",
         "export_ctranslate2": "ctranslate2_export",
         "SETTINGS_FILE": "export_saved_model",
         "default_max_source_length": "export_saved_model",

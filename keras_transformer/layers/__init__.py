@@ -7,6 +7,8 @@ from keras_transformer.utils.lazy_exports import lazy_exports
 __all__ = lazy_exports(
     __name__,
     {
+        "AdaptableDense": "adaptable_dense",
+        "AdaptableEinsumDense": "adaptable_einsum_dense",
         "CachedAttention": "cached_attention",
         "DecodingCache": "decoding_cache",
         "Dropout": "dropout",

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_transformer.layers.adaptable_dense import AdaptableDense
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import dense_matmul
 from keras_transformer.layers.utils import clone_initializer
@@ -57,7 +58,7 @@ class FeedForward(keras.layers.Layer):
     def build(self, inputs_shape):
         # Weight holders only: `call` applies them (and the activation) itself.
         def dense(units, name):
-            return keras.layers.Dense(
+            return AdaptableDense(
                 units,
                 kernel_initializer=clone_initializer(self.kernel_initializer),
                 bias_initializer=clone_initializer(self.bias_initializer),

@@ -8,6 +8,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer import backend
+from keras_transformer.layers.adaptable_einsum_dense import AdaptableEinsumDense
 from keras_transformer.layers.cached_attention import CachedAttention
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.kernel_matmul import add_bias
@@ -146,7 +147,7 @@ class MultiHeadAttention(CachedAttention):
         return clone_initializer(self.kernel_initializer)
 
     def _projection(self, equation, output_shape, bias_axes, name):
-        return keras.layers.EinsumDense(
+        return AdaptableEinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
@@ -337,7 +338,11 @@ class MultiHeadAttention(CachedAttention):
         need no transposed copy of the keys and values at each step.
         """
         kernel, bias = self._matrices(tuple(denses))
-        sizes = [int(np.prod(dense.kernel.shape[1:])) for dense in denses]
+        # Not from `dense.kernel`: with LoRA, Keras' property computes the merged kernel.
+        sizes = [
+            self.num_heads * (self.value_dim if dense is self.value_dense else self.key_dim)
+            for dense in denses
+        ]
         outputs = ops.matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
         if bias is not None:
             outputs = add_bias(outputs, bias)

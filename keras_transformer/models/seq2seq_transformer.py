@@ -17,6 +17,7 @@ from keras_transformer.layers.sinusoidal_position_embedding import SinusoidalPos
 from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
+from keras_transformer.models.lora import enable_model_lora, merged_weight_values
 from keras_transformer.models.presets import get_preset
 from keras_transformer.models.transformer_config import TransformerConfig
 
@@ -157,6 +158,8 @@ class Seq2SeqTransformer(keras.Model):
             )
         # `final_logits_bias`: a (vocabulary_size,) weight added to the logits, made in `build`.
         self.logits_bias = None
+        # `enable_lora`'s settings: {"rank", "alpha", "targets"}, or None.
+        self.lora_settings = None
 
     @classmethod
     def from_preset(cls, name, vocabulary_size, **overrides):
@@ -445,9 +448,54 @@ class Seq2SeqTransformer(keras.Model):
             tensors.append(inputs[key])
         return tensors
 
+    def enable_lora(self, rank, targets="attention", alpha=None):
+        """Keras' LoRA (`enable_lora` of its `Dense` / `EinsumDense`) on chosen projections.
+
+        Every weight of the model is frozen; the projections of `targets` get
+        trainable factors A (he-uniform) and B (zeros), and compute with
+        `kernel + (alpha / rank) A B`: at the start, the model's own output.
+        A checkpoint holds the base weights and the factors apart;
+        `merged_model` gives a plain model with them merged.
+
+        Args:
+            rank: int, from 1 to the narrowest adapted projection's width.
+            targets: "attention" (W^Q, W^K, W^V, W^O of every attention
+                layer) or "attention+ffn" (and both feed-forward kernels).
+            alpha: number or None. The delta's scale is `alpha / rank`; None
+                means `rank` (scale 1).
+
+        Example:
+
+        >>> model = Seq2SeqTransformer.from_preset("base", vocabulary_size=37000)
+        >>> model.enable_lora(8)
+        >>> sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+        466944
+        """
+        if self.lora_settings:
+            raise ValueError(f"LoRA is already enabled on this model: {self.lora_settings}")
+        self.lora_settings = enable_model_lora(self, rank, targets, alpha)
+
+    def merged_model(self):
+        """A model without LoRA whose weights are this one's, the factors merged into the kernels.
+
+        Returns:
+            A built `Seq2SeqTransformer` of the same config (this model itself
+            when LoRA is not enabled).
+        """
+        if not self.lora_settings:
+            return self
+        config = self.get_config()
+        del config["lora"]
+        merged = type(self).from_config(config)
+        merged.build()
+        merged.set_weights(merged_weight_values(self))
+        return merged
+
     def get_config(self):
         config = super().get_config()
         config["config"] = self.config.to_dict()
+        if self.lora_settings:
+            config["lora"] = dict(self.lora_settings)
         self_attention = self.decoder_blocks[0].self_attention_class
         if self_attention is not MultiHeadAttention:
             config["decoder_self_attention"] = keras.saving.get_registered_name(self_attention)
@@ -457,4 +505,8 @@ class Seq2SeqTransformer(keras.Model):
     def from_config(cls, config):
         config = dict(config)
         model_config = TransformerConfig.from_dict(config.pop("config"))
-        return cls(model_config, **config)
+        lora = config.pop("lora", None)
+        model = cls(model_config, **config)
+        if lora:
+            model.enable_lora(**lora)
+        return model
