@@ -142,3 +142,18 @@ def test_ranks_and_targets_are_checked():
     model.enable_lora(8)
     with pytest.raises(ValueError, match="already enabled"):
         model.enable_lora(2)
+
+
+def test_freeze_keeps_the_chosen_parts_and_trains_the_rest():
+    from keras_transformer.experiment.adaptation import adapt_model, part_weights
+    from keras_transformer.experiment.adaptation_config import AdaptationConfig
+
+    model = adapt_model(base_model(), AdaptationConfig(freeze=("embeddings", "encoder")), 0)
+    frozen = {id(v) for part in ("embeddings", "encoder") for v in part_weights(model, part)}
+    before = {id(v): to_numpy(v) for v in model.weights}
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LabelSmoothedCrossEntropy(pad_id=0))
+    inputs, labels = batch(seed=6)
+    model.fit(inputs, labels, epochs=2, batch_size=3, verbose=0)
+    for variable in model.weights:
+        same = np.array_equal(before[id(variable)], to_numpy(variable))
+        assert same == (id(variable) in frozen), variable.path
