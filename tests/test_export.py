@@ -292,7 +292,12 @@ def test_saved_model_cli_lists_both_signatures(exported):
 def test_settings_asset_records_the_decoding(exported):
     with open(os.path.join(exported, "assets", SETTINGS_FILE), encoding="utf-8") as file:
         settings = json.load(file)
-    assert settings["decoding"] == {**DECODING, "length_penalty_rule": "gnmt", "batch_tokens": 4096}
+    assert settings["decoding"] == {
+        "search": "beam",
+        **DECODING,
+        "length_penalty_rule": "gnmt",
+        "batch_tokens": 4096,
+    }
     assert settings["special_ids"] == {"pad_id": 0, "bos_id": 2, "eos_id": 3}
     assert settings["versions"]["tensorflow"] == tf.__version__
     assert set(settings["signatures"]) == {"serving_default", "translate_ids"}
@@ -410,6 +415,7 @@ def test_learned_positions_keep_max_position_minus_extra_source_ids(
     with open(os.path.join(learned_exported, "assets", SETTINGS_FILE), encoding="utf-8") as file:
         decoding = json.load(file)["decoding"]
     assert decoding == {
+        "search": "beam",
         **LEARNED_DECODING,
         "max_source_length": LEARNED_MAX_SOURCE_LENGTH,
         "length_penalty_rule": "gnmt",

@@ -65,11 +65,16 @@ def config_fields():
 
 def test_every_field_is_a_flag_with_its_help_and_no_flag_changes_nothing():
     parser, added = build_parser(ExperimentConfig(), "test")
-    # Every field but the decoding's n-best (a run keeps one translation per sentence).
-    assert set(added) == {dest for dest, _ in config_fields()} - {"decoding.num_results"}
+    # Every field but the decoding's n-best (a run keeps one translation per sentence) and its
+    # choice of search with the sampling settings (a run decodes with beam search).
+    unflagged = {"decoding.num_results"} | {
+        f"decoding.{name}" for name in DecodingConfig.fields_with("training_run", False)
+    }
+    assert {"decoding.search", "decoding.sampling_seed"} <= unflagged
+    assert set(added) == {dest for dest, _ in config_fields()} - unflagged
     text = parser.format_help()
     for dest, field in config_fields():
-        assert dest == "decoding.num_results" or field.metadata["help"].split()[0] in text, dest
+        assert dest in unflagged or field.metadata["help"].split()[0] in text, dest
     assert "--n-best" not in text
     for title in ("data and vocabulary:", "optimization:", "decoding:"):  # a group per config
         assert f"\n{title}\n" in text

@@ -28,9 +28,10 @@ PROG = "keras-transformer export"
 DESCRIPTION = """\
 Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
 in, translations and scores out (signature serving_default), or SentencePiece ids in and out
-(signature translate_ids). Tokenization, beam search with the key/value cache and length
-penalty, and detokenization all run in the graph; the decoding settings are fixed here and
-written to assets/translation_settings.json. See docs/serving.md.
+(signature translate_ids). Tokenization, the search (--search: beam, with the key/value
+cache and length penalty, greedy or sampling), and detokenization all run in the graph; the
+decoding settings are fixed here and written to assets/translation_settings.json. See
+docs/serving.md.
 
 The graph is traced on the TensorFlow backend whatever backend trained the model: under
 another KERAS_BACKEND this command runs itself again with KERAS_BACKEND=tensorflow.
@@ -40,9 +41,13 @@ package: pip install 'keras-transformer-mt[ctranslate2]'), optionally quantized,
 SentencePiece model as vocabulary.model; decoding settings are chosen at translation time.
 """
 
-# DecodingConfig's fields that a served model has no use for: it gives one translation per
-# sentence and bounds its sub-batches by source ids only.
-UNSERVED_DECODING = ("num_results", "batch_size")
+# DecodingConfig's fields that a served model has no use for (those not marked `served`): it
+# gives one translation per sentence and bounds its sub-batches by source ids only.
+UNSERVED_DECODING = tuple(
+    field.name
+    for field in dataclasses.fields(DecodingConfig)
+    if field.name not in DecodingConfig.fields_with("served")
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""Decoding: greedy and beam search with the model's key/value cache (paper 6.1)."""
+"""Decoding: beam search (paper 6.1), greedy search and sampling with the key/value cache.
+
+The strategies are registered by name (`DecodingConfig.search`, `get_search`).
+"""
 
 from keras_transformer.utils.lazy_exports import lazy_exports
 
@@ -14,6 +17,8 @@ __all__ = lazy_exports(
         "length_penalty": "beam_search",
         "build_greedy_search": "greedy_search",
         "DecodingConfig": "decoding_config",
+        "get_search": "decoding_config",
+        "SearchStrategy": "search_strategy",
         "Translator": "translator",
     },
 )

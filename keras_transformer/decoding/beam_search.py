@@ -25,7 +25,7 @@ from keras import ops
 
 from keras_transformer import backend
 from keras_transformer.decoding.beam_state import BeamState, beam_search_done
-from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
+from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.search_state import (
     NEG_INF,
     allowed_log_probs,
@@ -35,7 +35,6 @@ from keras_transformer.decoding.search_state import (
     output_limits,
     start_decoding,
 )
-from keras_transformer.utils.numeric_settings import check_decoding_settings
 
 
 def length_penalty(length, alpha, rule="gnmt"):
@@ -85,34 +84,28 @@ class _Bounds:
 
 def build_beam_search(
     model,
+    decoding=None,
     *,
     bos_id,
     eos_id,
-    beam_size=4,
-    alpha=0.6,
-    length_penalty_rule="gnmt",
-    max_extra_length=50,
-    num_results=1,
     use_cache=True,
     stop_rule="results",
     drop_settled=None,
     return_num_steps=False,
+    **settings,
 ):
     """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
 
     Beam search of paper 6.1 (see the module docstring); it stops by
-    `beam_search_done`.
+    `beam_search_done`. The registered strategy `"beam"` (`build_search`).
 
     Args:
         model: a `Seq2SeqTransformer`.
+        decoding: a `DecodingConfig` (None: the paper's settings): `beam_size`,
+            `alpha`, `length_penalty_rule`, `max_extra_length`, `num_results`
+            (`<= beam_size`) are read; its `search` is not.
         bos_id: int. Begin-of-sentence id, the first decoder input.
         eos_id: int. End-of-sentence id.
-        beam_size: int. Beams per source (paper: 4).
-        alpha: float. Length penalty exponent (paper: 0.6); 0 ranks by raw
-            log-probability.
-        length_penalty_rule: `"gnmt"` (paper) or `"average"`; see `length_penalty`.
-        max_extra_length: int. Output tokens allowed beyond the source length (paper: 50).
-        num_results: int. Hypotheses returned per source, best first (`<= beam_size`).
         use_cache: bool. Decode with the key/value cache (default). `False`
             reruns the whole decoder every step: same results, slower; the
             reference the cache is tested and benchmarked against.
@@ -125,6 +118,8 @@ def build_beam_search(
             shapes change (`keras_transformer.backend.shrinking_batch`).
             `False` keeps every row to the end: the same outputs.
         return_num_steps: bool. Also return the loop's step count (int32 scalar).
+        **settings: single `DecodingConfig` fields (e.g. `beam_size=5`),
+            applied over `decoding`.
 
     Returns:
         A function taking int (batch, source_length) ids and returning
@@ -134,16 +129,17 @@ def build_beam_search(
         log-probabilities. A slot with no hypothesis (fewer than
         `num_results` distinct ones exist) has score -inf and no tokens.
         With `return_num_steps`, a third output: the loop's step count.
+
+    Example:
+
+    >>> search = build_beam_search(model, DecodingConfig(beam_size=5), bos_id=2, eos_id=3)
     """
+    decoding = DecodingConfig.from_settings(decoding, **{**settings, "search": "beam"})
     settings = _check_settings(
         model,
+        decoding,
         bos_id=bos_id,
         eos_id=eos_id,
-        beam_size=beam_size,
-        alpha=alpha,
-        length_penalty_rule=length_penalty_rule,
-        max_extra_length=max_extra_length,
-        num_results=num_results,
         use_cache=use_cache,
         stop_rule=stop_rule,
         drop_settled=drop_settled,
@@ -156,35 +152,17 @@ def build_beam_search(
     return compile_search(search, model)
 
 
-def _check_settings(
-    model,
-    *,
-    beam_size,
-    alpha,
-    length_penalty_rule,
-    max_extra_length,
-    num_results,
-    use_cache,
-    stop_rule,
-    drop_settled,
-    **ids,
-):
+# The strategy "beam" of `DecodingConfig.search`.
+build_search = build_beam_search
+
+
+def _check_settings(model, decoding, *, use_cache, stop_rule, drop_settled, **ids):
     """The `_Settings` of `build_beam_search`'s arguments (`ids`: `bos_id`, `eos_id`).
 
-    Raises `ValueError` for bad ones.
+    Raises `ValueError` for bad ones (`decoding` checked its own).
     """
-    if not 1 <= num_results <= beam_size:
-        raise ValueError(
-            f"`num_results` must be in [1, beam_size={beam_size}]. Received: {num_results}"
-        )
-    if length_penalty_rule not in LENGTH_PENALTY_RULES:
-        raise ValueError(
-            f"`length_penalty_rule` must be one of {LENGTH_PENALTY_RULES}. "
-            f"Received: {length_penalty_rule!r}"
-        )
     if stop_rule not in ("results", "beam"):
         raise ValueError(f"`stop_rule` must be 'results' or 'beam'. Received: {stop_rule!r}")
-    check_decoding_settings(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length)
     can_drop = use_cache and backend.shrinking_batch()
     if drop_settled and not can_drop:
         raise ValueError(
@@ -197,14 +175,16 @@ def _check_settings(
         **ids,
         pad_id=pad_id,
         banned=tuple(sorted({pad_id, ids["bos_id"]} - {ids["eos_id"]})),
-        beam_size=beam_size,
-        alpha=alpha,
-        length_penalty_rule=length_penalty_rule,
-        max_extra_length=max_extra_length,
-        num_results=num_results,
+        beam_size=decoding.beam_size,
+        alpha=decoding.alpha,
+        length_penalty_rule=decoding.length_penalty_rule,
+        max_extra_length=decoding.max_extra_length,
+        num_results=decoding.num_results,
         use_cache=use_cache,
         # Later hypotheses can only change the finished slots after this one.
-        settling_slot=num_results - 1 if stop_rule == "results" else beam_size - 1,
+        settling_slot=(
+            decoding.num_results - 1 if stop_rule == "results" else decoding.beam_size - 1
+        ),
         drop_settled=can_drop if drop_settled is None else drop_settled,
     )
 

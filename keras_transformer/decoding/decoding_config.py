@@ -8,26 +8,50 @@ flags are generated from its fields. Importing this module loads no backend.
 import dataclasses
 
 from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
+from keras_transformer.decoding.search_strategy import SearchStrategy
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
-from keras_transformer.utils.numeric_settings import check_decoding_settings, check_int
 
-# The flags of the settings `check_decoding_settings` checks, for its messages.
-DECODING_FLAGS = {
-    "beam_size": "--beam-size",
-    "alpha": "--alpha",
-    "max_extra_length": "--max-extra-length",
-    "max_source_length": "--max-source-length",
-    "num_results": "--n-best",
+# The registry of decoding strategies, `DecodingConfig.search`'s choices: one line each.
+SEARCH_STRATEGIES = {
+    "beam": SearchStrategy("beam_search", max_results="beam_size"),
+    "greedy": SearchStrategy("greedy_search", max_results=1),
 }
+
+
+def get_search(name):
+    """The `build_search` function of the strategy registered as `name`.
+
+    Example:
+
+    >>> search = get_search("sampling")(model, DecodingConfig(top_k=10), bos_id=2, eos_id=3)
+    """
+    if name not in SEARCH_STRATEGIES:
+        raise ValueError(f"`search` must be one of {tuple(SEARCH_STRATEGIES)}. Received: {name!r}")
+    return SEARCH_STRATEGIES[name].builder()
+
+
+def decoding_setting(default, help, **metadata):
+    """A `DecodingConfig` field (`setting`); the metadata keys the package reads are:
+
+    `served`: the SavedModel decodes with it, fixed at export and written to
+    its settings file; `strategy`: only that search reads it (a SavedModel of
+    another strategy does not record it); `training_run`: False where a
+    training run has no such flag; range and choices as `check_settings`
+    reads them. Every decoding setting may change when a run resumes: none
+    shapes the trained state.
+    """
+    return setting(default, help, may_change_on_resume=True, **metadata)
 
 
 @dataclasses.dataclass(frozen=True)
 class DecodingConfig(DataclassConfig):
-    """How sentences are decoded: beam search (paper 6.1), its outputs, its batches.
+    """How sentences are decoded: the search (paper 6.1: beam), its outputs, its batches.
 
     The defaults are the paper's: beam 4, length penalty alpha 0.6 with the
-    GNMT rule, outputs at most 50 tokens longer than the input. Invalid
-    values raise `ValueError` naming the field.
+    GNMT rule, outputs at most 50 tokens longer than the input. `search`
+    picks a registered strategy (`SEARCH_STRATEGIES`): beam, greedy or
+    sampling (temperature, top-k, top-p, seed). Invalid values raise
+    `ValueError` naming the field; the checks read the fields' metadata.
 
     Example:
 
@@ -35,61 +59,132 @@ class DecodingConfig(DataclassConfig):
     0.6
     >>> DecodingConfig(alpha=-1)
     ValueError: `alpha` must be >= 0. Received: alpha=-1
+    >>> DecodingConfig(search="sampling", top_p=0.9, num_results=8)
     """
 
-    beam_size: int = setting(4, "Beam width (6.1: 4).", metavar="N")
-    alpha: float = setting(0.6, "Length penalty exponent (6.1: 0.6).")
-    length_penalty_rule: str = setting(
+    search: str = decoding_setting(
+        "beam",
+        "How each output is chosen: beam (6.1), greedy (the most probable token at each step) "
+        "or sampling (a token drawn from the model's distribution at each step, as "
+        "--temperature, --top-k and --top-p shape it; --n-best N draws N per sentence).",
+        choices=tuple(SEARCH_STRATEGIES),
+        served=True,
+        training_run=False,
+    )
+    beam_size: int = decoding_setting(
+        4, "Beam width (6.1: 4).", metavar="N", minimum=1, served=True, strategy="beam"
+    )
+    alpha: float = decoding_setting(
+        0.6, "Length penalty exponent (6.1: 0.6).", minimum=0, served=True, strategy="beam"
+    )
+    length_penalty_rule: str = decoding_setting(
         "gnmt",
         "How finished hypotheses are ranked: gnmt (6.1: log-prob / ((5 + length) / 6) ** "
         "alpha) or average (log-prob / length ** alpha, transformers' length_penalty).",
         choices=LENGTH_PENALTY_RULES,
+        served=True,
+        strategy="beam",
     )
-    max_extra_length: int = setting(
-        50, "Output tokens allowed beyond the input's (6.1: 50).", metavar="N"
+    max_extra_length: int = decoding_setting(
+        50,
+        "Output tokens allowed beyond the input's (6.1: 50).",
+        metavar="N",
+        minimum=0,
+        served=True,
     )
-    num_results: int = setting(
+    num_results: int = decoding_setting(
         1,
-        "Hypotheses kept per sentence, best first; <= --beam-size.",
+        "Hypotheses kept per sentence, best first: <= --beam-size with beam search, 1 with "
+        "greedy, the samples drawn with sampling.",
         flag="--n-best",
         metavar="K",
+        minimum=1,
     )
-    max_source_length: int | None = setting(
+    max_source_length: int | None = decoding_setting(
         None,
         "Source tokens kept (EOS included); longer sentences are cut and counted. none: the "
         "model's limit (max_position; with learned positions, max_position - "
         "max-extra-length - 1).",
         metavar="N",
+        minimum=1,
+        served=True,
     )
-    batch_tokens: int | None = setting(
+    batch_tokens: int | None = decoding_setting(
         None,
         "Upper bound on sentences x padded length of one decoding batch; none: the backend's "
         "choice (4096; 256 with JAX on a CPU, whose compiled search keeps every row of a "
         "batch until its last one ends).",
         metavar="N",
+        minimum=1,
+        served=True,
     )
-    batch_size: int | None = setting(
+    batch_size: int | None = decoding_setting(
         None,
         "Upper bound on the sentences of one decoding batch; none: only --batch-tokens.",
         metavar="N",
+        minimum=1,
+    )
+    temperature: float = decoding_setting(
+        1.0,
+        "Sampling: the log-probabilities are divided by it (< 1 sharper, > 1 flatter).",
+        above=0,
+        served=True,
+        strategy="sampling",
+        training_run=False,
+    )
+    top_k: int = decoding_setting(
+        0,
+        "Sampling: draw only among the K most probable tokens; 0: all.",
+        metavar="K",
+        minimum=0,
+        served=True,
+        strategy="sampling",
+        training_run=False,
+    )
+    top_p: float = decoding_setting(
+        1.0,
+        "Sampling (nucleus): draw only among the fewest most probable tokens whose "
+        "probabilities sum to at least P (after --temperature and --top-k); 1: all.",
+        metavar="P",
+        above=0,
+        maximum=1,
+        served=True,
+        strategy="sampling",
+        training_run=False,
+    )
+    sampling_seed: int = decoding_setting(
+        0,
+        "Sampling: the seed; the same seed, inputs and batches give the same samples.",
+        flag="--seed",
+        metavar="N",
+        minimum=0,
+        maximum=2**32 - 1,
+        served=True,
+        strategy="sampling",
+        training_run=False,
     )
 
     def __post_init__(self):
         self.check_types()
-        if self.length_penalty_rule not in LENGTH_PENALTY_RULES:
+        self.check_settings()
+        limit, name = SEARCH_STRATEGIES[self.search].results_limit(self)
+        if limit is not None and self.num_results > limit:
+            bound = f"`{name}` ({limit})" if name else f"{limit} with search={self.search!r}"
             raise ValueError(
-                f"`length_penalty_rule` must be one of {LENGTH_PENALTY_RULES}. "
-                f"Received: length_penalty_rule={self.length_penalty_rule!r}"
+                f"`num_results` must be <= {bound}. Received: num_results={self.num_results}"
             )
-        check_decoding_settings(
-            beam_size=self.beam_size,
-            alpha=self.alpha,
-            max_extra_length=self.max_extra_length,
-            max_source_length=self.max_source_length,
-            num_results=self.num_results,
-        )
-        check_int(self.batch_tokens, "batch_tokens", minimum=1, optional=True)
-        check_int(self.batch_size, "batch_size", minimum=1, optional=True)
+
+    def served_settings(self):
+        """`{field: value}` of the settings a SavedModel of this config decodes with.
+
+        The fields marked `served`, less those of another strategy.
+        """
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.metadata.get("served")
+            and field.metadata.get("strategy", self.search) == self.search
+        }
 
     @classmethod
     def from_settings(cls, decoding=None, **settings):

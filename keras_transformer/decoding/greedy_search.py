@@ -4,6 +4,7 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
+from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.search_state import (
     best_next_tokens,
     compile_search,
@@ -36,7 +37,7 @@ class GreedyState(NamedTuple):
         return self._replace(**fields)
 
 
-def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache=True):
+def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True, **settings):
     """Returns `search(encoder_token_ids) -> (tokens, scores)`, one compiled program.
 
     Picks the most probable token at every step, under the same rules as beam
@@ -45,18 +46,26 @@ def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache
 
     Args:
         model: a `Seq2SeqTransformer`.
+        decoding: a `DecodingConfig` (None: the defaults); its
+            `max_extra_length` is read (`num_results` must be 1).
         bos_id: int. Begin-of-sentence id.
         eos_id: int. End-of-sentence id.
-        max_extra_length: int. Output tokens allowed beyond the source length.
         use_cache: bool. Decode with the key/value cache (default), or rerun
             the whole decoder every step (the reference for tests/benchmarks).
+        **settings: single `DecodingConfig` fields, applied over `decoding`.
 
     Returns:
         A function taking int (batch, source_length) ids and returning
         `tokens`, int32 (batch, source_length + max_extra_length + 1), EOS and
         what follows set to padding, and `scores`, float32 (batch,), the sum
         of the chosen tokens' log-probabilities (EOS included).
+
+    Example:
+
+    >>> tokens, scores = build_greedy_search(model, bos_id=2, eos_id=3)(source_ids)
     """
+    decoding = DecodingConfig.from_settings(decoding, **{**settings, "search": "greedy"})
+    max_extra_length = decoding.max_extra_length
     pad_id = model.config.pad_id
     banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
 
@@ -103,3 +112,15 @@ def build_greedy_search(model, *, bos_id, eos_id, max_extra_length=50, use_cache
         return ops.where(ended, pad_id, tokens), state.scores
 
     return compile_search(search, model)
+
+
+def build_search(model, decoding, *, bos_id, eos_id, **options):
+    """The strategy "greedy" of `DecodingConfig.search`: `build_greedy_search` with a results
+    axis, `tokens` (batch, 1, length) and `scores` (batch, 1), as every strategy returns."""
+    greedy = build_greedy_search(model, decoding, bos_id=bos_id, eos_id=eos_id, **options)
+
+    def one_result(encoder_token_ids):
+        tokens, scores = greedy(encoder_token_ids)
+        return tokens[:, None], scores[:, None]
+
+    return one_result

@@ -1,4 +1,4 @@
-"""Strings in, translations out: tokenize, batch by length, beam search, detokenize."""
+"""Strings in, translations out: tokenize, batch by length, search, detokenize."""
 
 import math
 
@@ -6,9 +6,7 @@ import keras
 import numpy as np
 
 from keras_transformer import backend
-from keras_transformer.decoding.beam_search import build_beam_search
-from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.decoding.greedy_search import build_greedy_search
+from keras_transformer.decoding.decoding_config import DecodingConfig, get_search
 from keras_transformer.utils.count_progress import CountProgress
 from keras_transformer.utils.map_in_order import map_in_order
 
@@ -46,21 +44,21 @@ class Translator:
         tokenizer: the model's tokenizer, a `SubwordTokenizer` or
             `JointVocabularyTokenizer` (provides `bos_id`, `eos_id`,
             tokenizing and `detokenize`; see `TranslationTokenizer`).
-        decoding: a `DecodingConfig` (beam size, alpha and the length
-            penalty rule, extra output length, results kept, source length
+        decoding: a `DecodingConfig` (the search strategy and its
+            settings, extra output length, results kept, source length
             limit, batching); None for the paper's settings (6.1: beam 4,
             alpha 0.6, 50 extra tokens). Here `max_source_length=None`
-            keeps every source whole.
-        search: "beam" (paper 6.1) or "greedy" (`build_greedy_search`;
-            `beam_size`, `alpha` and the rule are then unused), e.g. for a
-            cheaper validation BLEU while training.
+            keeps every source whole. Its `search` picks the registered
+            strategy: "beam" (paper 6.1), "greedy" (e.g. for a cheaper
+            validation BLEU while training) or "sampling" (`num_results`
+            samples per sentence, most probable first).
         add_source_eos: bool. Append EOS to sources, as the input pipeline
             does in training.
         drop_settled: bool or None. Beam search only: whether sources that
             have settled leave the decoding loop (see `build_beam_search`);
             `None` where the backend allows it.
         **settings: single `DecodingConfig` fields (e.g. `beam_size=5`),
-            applied over `decoding`.
+            applied over `decoding`, e.g. `search="greedy"`.
 
     Example:
 
@@ -68,6 +66,7 @@ class Translator:
     >>> translator.translate(["A dog runs.", "Two men talk."])
     ['Ein Hund rennt.', 'Zwei Männer unterhalten sich.']
     >>> Translator(model, tokenizer, DecodingConfig(beam_size=5, alpha=1.0))
+    >>> Translator(model, tokenizer, search="sampling", top_p=0.9, num_results=4)
     """
 
     def __init__(
@@ -76,18 +75,11 @@ class Translator:
         tokenizer,
         decoding=None,
         *,
-        search="beam",
         add_source_eos=True,
         drop_settled=None,
         **settings,
     ):
-        if search not in ("beam", "greedy"):
-            raise ValueError(f"`search` must be 'beam' or 'greedy'. Received: search={search!r}")
         decoding = DecodingConfig.from_settings(decoding, **settings)
-        if search == "greedy" and decoding.num_results != 1:
-            raise ValueError(
-                f"Greedy search gives one result. Received: num_results={decoding.num_results}"
-            )
         self.model = model
         self.tokenizer = tokenizer
         self.decoding = decoding
@@ -96,31 +88,10 @@ class Translator:
         self.eos_id = tokenizer.eos_id
         self.truncated = 0
         self.batch_tokens = decoding.batch_token_limit()
-        if search == "greedy":
-            greedy = build_greedy_search(
-                model,
-                bos_id=tokenizer.bos_id,
-                eos_id=tokenizer.eos_id,
-                max_extra_length=decoding.max_extra_length,
-            )
-
-            def one_result(ids):  # beam search's (batch, results, ...) layout
-                tokens, scores = greedy(ids)
-                return tokens[:, None], scores[:, None]
-
-            self._search = one_result
-        else:
-            self._search = build_beam_search(
-                model,
-                bos_id=tokenizer.bos_id,
-                eos_id=tokenizer.eos_id,
-                beam_size=decoding.beam_size,
-                alpha=decoding.alpha,
-                length_penalty_rule=decoding.length_penalty_rule,
-                max_extra_length=decoding.max_extra_length,
-                num_results=decoding.num_results,
-                drop_settled=drop_settled,
-            )
+        options = {} if drop_settled is None else {"drop_settled": drop_settled}
+        self._search = get_search(decoding.search)(
+            model, decoding, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, **options
+        )
 
     def _tokenize(self, sentences):
         token_lists = to_token_lists(self.tokenizer(sentences)) if sentences else []

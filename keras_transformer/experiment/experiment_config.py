@@ -71,9 +71,14 @@ class ExperimentConfig(DataclassConfig):
     validation: ValidationConfig = dataclasses.field(
         default_factory=ValidationConfig, metadata={"title": "validation and scores"}
     )
-    # One translation per sentence: the run's outputs have no n-best lists (no --n-best).
+    # One translation per sentence: the run's outputs have no n-best lists (no --n-best); its
+    # test translations and export use beam search (no --search, no sampling flags).
     decoding: DecodingConfig = dataclasses.field(
-        default_factory=DecodingConfig, metadata={"title": "decoding", "skip": ("num_results",)}
+        default_factory=DecodingConfig,
+        metadata={
+            "title": "decoding",
+            "skip": ("num_results", *DecodingConfig.fields_with("training_run", False)),
+        },
     )
     export: bool = setting(True, "Write a TF Serving SavedModel of the final model at the end.")
     distribution: str = setting(

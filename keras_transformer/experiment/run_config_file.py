@@ -7,6 +7,7 @@ import os
 import platform
 
 from keras_transformer import __version__
+from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.experiment.experiment_config import flat_settings
 from keras_transformer.experiment.init_from import (
     init_settings,
@@ -35,14 +36,7 @@ MAY_CHANGE_ON_RESUME = (
     "checkpoint_every_steps",
     "average_last",
     "keep_checkpoints",
-    "beam_size",
-    "alpha",
-    "length_penalty_rule",
-    "max_extra_length",
-    "num_results",
-    "max_source_length",
-    "batch_tokens",
-    "batch_size",
+    *DecodingConfig.fields_with("may_change_on_resume"),
     "metrics",
     "evaluate_valid",
     "select_on_valid",

@@ -1,5 +1,6 @@
 """`export_saved_model`: a SavedModel that stock TF Serving serves, from either backend."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from keras_transformer.export.translation_module import (
     TEXT_SIGNATURE,
     TranslationModule,
 )
+from keras_transformer.utils.config_arguments import flag_of
+from keras_transformer.utils.dataclass_config import field_types
 from keras_transformer.version import __version__
 
 SETTINGS_FILE = "translation_settings.json"
@@ -57,14 +60,15 @@ def _served_settings(model, tokenizer, decoding):
         )
     if not getattr(tokenizer, "has_vocabulary", False):
         raise ValueError("`tokenizer` has no SentencePiece model (no vocabulary).")
-    return {
-        "beam_size": decoding.beam_size,
-        "alpha": float(decoding.alpha),
-        "length_penalty_rule": decoding.length_penalty_rule,
-        "max_extra_length": decoding.max_extra_length,
-        "max_source_length": decoding.kept_source_length(model.config),
+    served = decoding.served_settings()  # the fields marked `served`, of its strategy
+    served.update(
+        max_source_length=decoding.kept_source_length(model.config),
         # The served graph runs on TensorFlow, whichever backend exports it.
-        "batch_tokens": decoding.batch_tokens or backend.DECODING_BATCH_TOKENS,
+        batch_tokens=decoding.batch_tokens or backend.DECODING_BATCH_TOKENS,
+    )
+    kinds = field_types(DecodingConfig)
+    return {
+        name: float(value) if kinds[name][0] is float else value for name, value in served.items()
     }
 
 
@@ -237,8 +241,9 @@ def _export_in_tensorflow_process(model, tokenizer, path, decoding, overwrite):
         model_path = os.path.join(directory, "model.keras")
         save_translation_model(model, tokenizer, model_path)
         arguments = ["--model", model_path, "--output", path]
+        flags = {field.name: flag_of(field) for field in dataclasses.fields(DecodingConfig)}
         for name, value in decoding.items():
-            arguments += [f"--{name.replace('_', '-')}", str(value)]
+            arguments += [flags[name], str(value)]
         if overwrite:
             arguments.append("--overwrite")
         result = run_export_command(arguments, capture_stderr=True)

@@ -1,9 +1,8 @@
-"""The exported program: tokenize, beam search with the cache, detokenize, in one graph."""
+"""The exported program: tokenize, search with the cache, detokenize, in one graph."""
 
 import tensorflow as tf
 
-from keras_transformer.decoding.beam_search import build_beam_search
-from keras_transformer.decoding.decoding_config import DecodingConfig
+from keras_transformer.decoding.decoding_config import DecodingConfig, get_search
 
 # Python's `str.isspace` characters, in RE2 syntax: a row matching this (empty
 # included) is blank and translates to "" without decoding, as in `Translator`.
@@ -40,8 +39,9 @@ class TranslationModule(tf.Module):
     (empty or whitespace only) give `""` and score 0.0 without decoding;
     other rows are tokenized, get an EOS appended as in training, are cut to
     `max_source_length` ids (EOS included, as `Translator` cuts) and decoded
-    with beam search (key/value cache, GNMT length penalty); the best
-    hypothesis is detokenized. Inside the graph the request is sorted by
+    with the strategy `decoding.search` names (beam search by default:
+    key/value cache, GNMT length penalty); the first hypothesis is
+    detokenized. Inside the graph the request is sorted by
     source length and decoded in sub-batches of similar length, each padded
     only to its own longest source and holding at most `batch_tokens` source
     ids (one row at least), so a long sentence slows only its own sub-batch;
@@ -57,8 +57,8 @@ class TranslationModule(tf.Module):
         model: a built `Seq2SeqTransformer` on the TensorFlow backend.
         tokenizer: its `SubwordTokenizer` or `JointVocabularyTokenizer`
             (`tf_trackable` gives the graph's tokenize and detokenize).
-        decoding: a `DecodingConfig` (None: the paper's settings): beam
-            size, alpha and rule, extra length, `max_source_length` (None:
+        decoding: a `DecodingConfig` (None: the paper's settings): the
+            search and its settings, extra length, `max_source_length` (None:
             `DecodingConfig.source_length_limit`) and `batch_tokens`, the
             upper bound on rows x padded source length of a sub-batch (as
             `Translator`'s).
@@ -91,17 +91,12 @@ class TranslationModule(tf.Module):
         # objects (and their training code) are not kept.
         self.model_variables = list(model.variables)
         self.sentencepiece = tokenizer.tf_trackable
-        search = build_beam_search(
-            model,
-            bos_id=tokenizer.bos_id,
-            eos_id=tokenizer.eos_id,
-            beam_size=decoding.beam_size,
-            alpha=decoding.alpha,
-            length_penalty_rule=decoding.length_penalty_rule,
-            max_extra_length=decoding.max_extra_length,
+        # The strategy `decoding.search` names, fixed in the graph with its settings.
+        search = get_search(decoding.search)(
+            model, decoding, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id
         )
         # A plain closure: a `tf.function` attribute would be saved as one more function.
-        self._beam_search = lambda source: search(source)
+        self._search = lambda source: search(source)
         self.translate = tf.function(
             self._translate_text,
             input_signature=[tf.TensorSpec([None], tf.string, name="sentences")],
@@ -200,7 +195,7 @@ class TranslationModule(tf.Module):
                 1, tf.reduce_sum(tf.cast(costs <= self._batch_tokens, tf.int32))
             )
             longest = tf.maximum(sorted_lengths[end - 1], 1)
-            sub_tokens, sub_scores = self._beam_search(sorted_source[start:end, :longest])
+            sub_tokens, sub_scores = self._search(sorted_source[start:end, :longest])
             sub_tokens = sub_tokens[:, 0]  # (rows, longest + extra + 1)
             padding = [[0, 0], [0, width - tf.shape(sub_tokens)[1]]]
             sub_tokens = tf.pad(sub_tokens, padding, constant_values=self._pad_id)

@@ -112,6 +112,44 @@ class DataclassConfig:
                     elif isinstance(item, float):
                         check_float(item, name)
 
+    @classmethod
+    def fields_with(cls, key, value=True):
+        """The names of the fields whose metadata `key` is `value`, in field order.
+
+        Example:
+
+        >>> DecodingConfig.fields_with("served")
+        ('search', 'beam_size', ...)
+        """
+        return tuple(
+            field.name for field in dataclasses.fields(cls) if field.metadata.get(key) == value
+        )
+
+    def check_settings(self):
+        """Raises ValueError naming the first field outside its metadata's range or choices.
+
+        A field's metadata may bound it: `minimum` and `maximum` (inclusive),
+        `above` and `below` (exclusive, numbers only), `choices` (the allowed values); None
+        passes in an optional field. The command line shows the same words
+        with the flag (`parsed_config`), before any backend loads.
+        """
+        bounds = ("minimum", "maximum", "above", "below")
+        for field in dataclasses.fields(self):
+            value, metadata = getattr(self, field.name), field.metadata
+            choices = metadata.get("choices")
+            if choices is not None and value is not None and value not in choices:
+                raise ValueError(
+                    f"`{field.name}` must be one of {tuple(choices)}. "
+                    f"Received: {field.name}={value!r}"
+                )
+            limits = {bound: metadata[bound] for bound in bounds if bound in metadata}
+            if not limits or value is None:
+                continue
+            if isinstance(value, int) and not isinstance(value, bool):
+                check_int(value, field.name, limits.get("minimum"), limits.get("maximum"))
+            else:
+                check_float(value, field.name, **limits)
+
 
 def setting(default, help, **metadata):
     """A config dataclass field carrying its help text (the command line's `--help`).
@@ -123,6 +161,8 @@ def setting(default, help, **metadata):
         **metadata: more for the generated command line: `flag` (its name when
             not `--field-name`, or None for no flag), `choices`, `metavar`; for
             the commands' options also `positional`, `group`, `required`,
-            `aliases`, `nargs` and `const` (`config_arguments._add_argument`).
+            `aliases`, `nargs` and `const` (`config_arguments._add_argument`);
+            the range and choices `check_settings` enforces (`minimum`,
+            `maximum`, `above`, `below`, `choices`).
     """
     return dataclasses.field(default=default, metadata={"help": help, **metadata})

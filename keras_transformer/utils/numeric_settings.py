@@ -1,8 +1,8 @@
 """The one check of every numeric setting: finite, in range, within int64.
 
 The configs (`TransformerConfig`, `ExperimentConfig`, `PipelineConfig`, through
-`DataclassConfig.check_types`), the decoding settings (`Translator`,
-`export_saved_model`, `build_beam_search`) and the commands' own flags
+`DataclassConfig.check_types`), the decoding settings (`DecodingConfig`, whose
+ranges its fields' metadata give: `DataclassConfig.check_settings`) and the commands' own flags
 (`translate`, `export`, `average`, `plot`) all call these functions, so one value
 gets one answer everywhere: the command line and the Python API refuse the same
 values with the same words. Plain Python: parsing a command line imports no
@@ -15,9 +15,6 @@ import numbers
 # Step counts, sizes and seeds end up in int64 tensors and files.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-
-# Python names of the decoding settings -> how the Python API names them.
-DECODING_SETTINGS = ("beam_size", "alpha", "max_extra_length", "num_results", "max_source_length")
 
 
 def _label(name):
@@ -102,46 +99,3 @@ def check_float(value, name, minimum=None, maximum=None, above=None, below=None,
         if bound is not None and not holds(bound):
             raise ValueError(f"{_label(name)} must be {words} {bound}. {_received(name, value)}")
     return value
-
-
-def check_decoding_settings(names=None, **settings):
-    """Checks beam search's settings (paper 6.1: beam 4, alpha 0.6, 50 extra tokens).
-
-    `beam_size` >= 1, `alpha` a finite number >= 0 (the length penalty's
-    exponent), `max_extra_length` >= 0, `num_results` in [1, beam_size],
-    `max_source_length` >= 1 or None; all ints within int64. Settings not
-    given are not checked.
-
-    Args:
-        names: dict mapping a setting to the name its message shows (e.g.
-            {"beam_size": "--beam-size"}); by default the Python name.
-        **settings: some of `DECODING_SETTINGS`.
-
-    Raises:
-        ValueError: one line naming the first bad setting.
-
-    Example:
-
-    >>> check_decoding_settings(beam_size=4, alpha=float("inf"))
-    ValueError: `alpha` must be a finite number. Received: alpha=inf
-    """
-    unknown = sorted(set(settings) - set(DECODING_SETTINGS))
-    if unknown:
-        raise TypeError(f"Not a decoding setting: {', '.join(unknown)}")
-    names = {name: (names or {}).get(name, name) for name in DECODING_SETTINGS}
-    if "beam_size" in settings:
-        check_int(settings["beam_size"], names["beam_size"], minimum=1)
-    if "alpha" in settings:
-        check_float(settings["alpha"], names["alpha"], minimum=0)
-    if "max_extra_length" in settings:
-        check_int(settings["max_extra_length"], names["max_extra_length"], minimum=0)
-    if "max_source_length" in settings:
-        check_int(settings["max_source_length"], names["max_source_length"], 1, optional=True)
-    if "num_results" in settings:
-        check_int(settings["num_results"], names["num_results"], minimum=1)
-        beam_size = settings.get("beam_size")
-        if beam_size is not None and settings["num_results"] > beam_size:
-            raise ValueError(
-                f"{_label(names['num_results'])} must be <= {_label(names['beam_size'])} "
-                f"({beam_size}). {_received(names['num_results'], settings['num_results'])}"
-            )
