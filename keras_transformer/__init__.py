@@ -15,6 +15,7 @@ __all__ = lazy_exports(
         "TransformerSchedule": "training",
         "data": None,
         "layers": None,
+        "load_translator": "pretrained",
         "models": None,
         "paper_optimizer": "training",
         "text": None,

@@ -2,6 +2,8 @@
 
 `keras-transformer import marian|fairseq ...` writes a `save_translation_model` file that
 `translate`, `evaluate`, `export` and `train --init-from` take as they take a trained model.
+`load_translator` loads any of them, a model of this package or a Hugging Face id as a ready
+`Translator`, converting in memory.
 """
 
 from keras_transformer.utils.lazy_exports import lazy_exports
@@ -11,7 +13,12 @@ from keras_transformer.utils.lazy_exports import lazy_exports
 __all__ = lazy_exports(
     __name__,
     {
+        "ModelSource": "model_source",
+        "find_model_source": "model_source",
+        "hub_snapshot": "hub",
         "import_fairseq": "fairseq",
         "import_marian": "marian",
+        "load_model_source": "model_source",
+        "load_translator": "load_translator",
     },
 )

@@ -195,14 +195,54 @@ def import_fairseq(
     >>> import_fairseq("wmt16.en-de/model.pt", "wmt16.en-de", "wmt16-en-de.keras")
     """
     from keras_transformer.export.save_translation_model import save_translation_model
+
+    if not str(output_path).endswith(".keras"):
+        raise FairseqImportError(f"the output must be a .keras file. Received: {output_path}")
+    model, tokenizer = fairseq_translation_model(
+        checkpoint_path,
+        dictionary_dir,
+        source_lang=source_lang,
+        target_lang=target_lang,
+        bpe_codes=bpe_codes,
+        sentencepiece_model=sentencepiece_model,
+        moses=moses,
+    )
+    save_translation_model(model, tokenizer, output_path)
+    return model, tokenizer
+
+
+def fairseq_translation_model(
+    checkpoint_path,
+    dictionary_dir,
+    *,
+    source_lang=None,
+    target_lang=None,
+    bpe_codes=None,
+    sentencepiece_model=None,
+    moses=None,
+):
+    """The model and tokenizer of a fairseq checkpoint, in memory (nothing written).
+
+    Args:
+        checkpoint_path, dictionary_dir, source_lang, target_lang, bpe_codes,
+            sentencepiece_model, moses: as `import_fairseq`.
+
+    Returns:
+        `(model, tokenizer)`, as `import_fairseq` writes them.
+
+    Raises:
+        FairseqImportError, OSError, ImportError: as `import_fairseq`.
+
+    Example:
+
+    >>> model, tokenizer = fairseq_translation_model("wmt16.en-de/model.pt", "wmt16.en-de")
+    """
     from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 
     checkpoint_path, dictionary_dir = os.fspath(checkpoint_path), os.fspath(dictionary_dir)
     for path in (checkpoint_path, dictionary_dir):
         if not os.path.exists(path):
             raise FileNotFoundError(2, "No such file or directory", path)
-    if not str(output_path).endswith(".keras"):
-        raise FairseqImportError(f"the output must be a .keras file. Received: {output_path}")
     checkpoint = load_checkpoint(checkpoint_path)
     model_settings, task = checkpoint_settings(checkpoint, checkpoint_path)
     settings = complete_settings(model_settings)
@@ -236,5 +276,4 @@ def import_fairseq(
     model = Seq2SeqTransformer(config)
     model.build()
     assign_fairseq_weights(model, state, checkpoint_path)
-    save_translation_model(model, tokenizer, output_path)
     return model, tokenizer

@@ -317,10 +317,32 @@ def import_marian(directory, output_path):
     >>> model, tokenizer = load_translation_model("opus-mt-en-de.keras")
     """
     from keras_transformer.export.save_translation_model import save_translation_model
-    from keras_transformer.text.joint_vocabulary_tokenizer import JointVocabularyTokenizer
 
     if not str(output_path).endswith(".keras"):
         raise ValueError(f"the output must end with .keras. Received: {output_path}")
+    model, tokenizer = marian_translation_model(directory)
+    return save_translation_model(model, tokenizer, os.fspath(output_path))
+
+
+def marian_translation_model(directory):
+    """The model and tokenizer of a Marian / OPUS-MT folder, in memory (nothing written).
+
+    Args:
+        directory: str or path-like, a `save_pretrained` folder.
+
+    Returns:
+        `(model, tokenizer)`: a `Seq2SeqTransformer` with the folder's weights
+        and its `JointVocabularyTokenizer`, as `import_marian` writes them.
+
+    Raises:
+        FileNotFoundError, ImportError, ValueError: as `import_marian`.
+
+    Example:
+
+    >>> model, tokenizer = marian_translation_model("opus-mt-en-de")
+    """
+    from keras_transformer.text.joint_vocabulary_tokenizer import JointVocabularyTokenizer
+
     model, special = load_marian_model(directory)
     tokenizer = JointVocabularyTokenizer.from_marian_directory(directory)
     ours = {"pad_id": tokenizer.pad_id, "eos_id": tokenizer.eos_id, "bos_id": tokenizer.bos_id}
@@ -331,4 +353,4 @@ def import_marian(directory, output_path):
             f"{directory}: vocab.json has {tokenizer.vocabulary_size()} pieces, config.json's "
             f"vocab_size is {model.config.vocabulary_size}"
         )
-    return save_translation_model(model, tokenizer, os.fspath(output_path))
+    return model, tokenizer
