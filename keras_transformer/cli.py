@@ -21,6 +21,7 @@ from keras_transformer.commands import (
     train,
     translate,
 )
+from keras_transformer.utils.backend_logs import quiet_backend_logs
 from keras_transformer.utils.command_line import OneLineErrorParser
 from keras_transformer.utils.process_exit import skip_collection_at_exit
 
@@ -46,6 +47,7 @@ def main(argv=None):
     """Runs one subcommand; returns its exit code."""
     skip_collection_at_exit()
     argv = sys.argv[1:] if argv is None else list(argv)
+    quiet_backend_logs(argv)
     parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("command", choices=COMMANDS, help="What to do; COMMAND --help for more.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")

@@ -13,7 +13,7 @@ import sys
 
 from keras_transformer.checkpoints.checkpoint_files import latest_checkpoints, save_weights_atomic
 from keras_transformer.models.presets import get_preset
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.numeric_settings import check_int
@@ -108,6 +108,7 @@ def build_parser(prog=PROG):
     parser = OneLineErrorParser(
         prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    add_verbose_flag(parser)
     return parser, add_config_arguments(parser, AverageOptions())
 
 

@@ -12,7 +12,7 @@ import json
 import os
 
 from keras_transformer.evaluation.evaluation_scores import DEFAULT_METRICS, METRICS
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.run_directory import RunDirectory
@@ -93,6 +93,7 @@ def build_parser(prog=PROG):
     parser = OneLineErrorParser(
         prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    add_verbose_flag(parser)
     return parser, add_config_arguments(parser, EvaluateOptions())
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 import zipfile
 
-from keras_transformer.utils.command_line import OneLineErrorParser, one_line
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag, one_line
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
@@ -70,6 +70,7 @@ def build_parser(prog=PROG):
     parser = OneLineErrorParser(
         prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    add_verbose_flag(parser)
     return parser, add_config_arguments(parser, FairseqImportOptions())
 
 

@@ -4,7 +4,7 @@ import dataclasses
 import os
 import sys
 
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
@@ -49,6 +49,7 @@ def _missing_files(directory):
 def build_parser(prog=PROG):
     """`(parser, added)`: the parser and the `MarianImportOptions` fields its flags set."""
     parser = OneLineErrorParser(prog=prog, description=DESCRIPTION)
+    add_verbose_flag(parser)
     return parser, add_config_arguments(parser, MarianImportOptions())
 
 

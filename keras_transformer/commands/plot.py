@@ -10,7 +10,7 @@ import dataclasses
 import os
 import sys
 
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.numeric_settings import check_int
@@ -88,6 +88,7 @@ def build_parser(prog=PROG):
     parser = OneLineErrorParser(
         prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    add_verbose_flag(parser)
     return parser, add_config_arguments(parser, PlotOptions())
 
 

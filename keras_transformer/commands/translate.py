@@ -16,7 +16,7 @@ import zlib
 
 from keras_transformer.commands.translation_writer import FORMATS, TranslationWriter
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.live_line import is_terminal
@@ -104,6 +104,7 @@ def build_parser(prog=PROG):
         prog=prog, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     added = add_config_arguments(parser, TranslateOptions())
+    add_verbose_flag(parser)
     return parser, (added, add_config_arguments(parser, DecodingConfig()))
 
 

@@ -21,6 +21,23 @@ def one_line(error):
     return " ".join(message.split())
 
 
+def add_verbose_flag(parser):
+    """Adds `--verbose`: the backends' own log lines on stderr (`utils/backend_logs.py`).
+
+    The entry points read the flag from the arguments before the backend loads
+    (`wants_backend_logs`); here it is accepted and shown in `--help`.
+
+    Args:
+        parser: an `argparse.ArgumentParser`.
+    """
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Also show the backends' own log lines on stderr (TensorFlow, XLA, CUDA, absl), "
+        "which are hidden unless TF_CPP_MIN_LOG_LEVEL is set.",
+    )
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """Reports a bad invocation in one line (argparse prints the usage first), exit code 2."""
 

@@ -15,6 +15,7 @@ import functools
 import importlib
 import pkgutil
 
+from keras_transformer.utils.backend_logs import quiet_backend_logs
 from keras_transformer.utils.process_exit import skip_collection_at_exit
 
 
@@ -76,6 +77,7 @@ def run_recipe(name, argv=None, prog=None, add_arguments=None):
         int, the exit code (see `recipe_main`).
     """
     skip_collection_at_exit()
+    quiet_backend_logs(argv)
     module = recipe_module(name)
     if hasattr(module, "main"):
         return module.main(argv, prog=prog, add_arguments=add_arguments)
