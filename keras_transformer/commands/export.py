@@ -14,7 +14,7 @@ import sys
 
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.export.ctranslate2_support import QUANTIZATIONS, import_ctranslate2
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
@@ -127,6 +127,7 @@ def build_parser(prog=PROG):
     )
     added = add_config_arguments(parser, ExportOptions())
     decoding = add_config_arguments(parser, DecodingConfig(), skip=UNSERVED_DECODING)
+    add_verbose_flag(parser)
     return parser, (added, decoding)
 
 

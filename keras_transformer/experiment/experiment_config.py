@@ -95,9 +95,10 @@ class ExperimentConfig(DataclassConfig):
     )
     verbose: int = setting(
         1,
-        "0 silent; 1 or 2: a progress line on stderr every --log-every-steps updates (step of "
+        "0 silent; 1: a progress line on stderr every --log-every-steps updates (step of "
         "max steps, loss, learning rate, tokens/s, elapsed, ETA; rewritten in place on a "
-        "terminal) and a line per validation.",
+        "terminal) and a line per validation; 2: also the backends' own log lines "
+        "(TensorFlow, XLA, CUDA, absl), hidden unless TF_CPP_MIN_LOG_LEVEL is set.",
         choices=(0, 1, 2),
     )
     seed: int = setting(0, "Seed of the data order, weights and dropout.")
