@@ -197,6 +197,26 @@ def test_long_pairs_are_dropped_and_counted(tokenized, reference_ids, caplog):
 
 
 @BACKEND_INDEPENDENT
+def test_pairs_with_an_empty_side_are_dropped_and_counted(corpus, tokenizer, reference_ids):
+    sources, targets = list(corpus.sources[:40]), list(corpus.targets[:40])
+    sources[3], targets[8], sources[9], targets[9] = "", "  \t", "", ""
+    targets[20] = " ".join(["house"] * 300)  # too long: counted as such
+    train = make_translation_dataset(ParallelCorpus(sources, targets), tokenizer, token_budget=1024)
+    summary = train.summary
+    assert (summary.dropped_empty, summary.dropped_too_long, summary.kept) == (3, 1, 36)
+    assert str(summary).startswith(
+        "36 of 40 pairs per epoch (4 dropped: 3 with an empty side, 1 longer than 256 tokens)"
+    )
+    (epoch,) = take_epochs(train)
+    ids = [(tuple(s), tuple(t)) for s, t in zip(*reference_ids, strict=True)][:40]
+    expected = [pair for index, pair in enumerate(ids) if index not in (3, 8, 9, 20)]
+    assert collections.Counter(decode_rows(epoch)) == collections.Counter(expected)
+    empty = TokenizedCorpus.from_ids([[], [5]], [[6], []])
+    with pytest.raises(ValueError, match="2 have an empty side and 0 are longer"):
+        make_translation_dataset(empty, token_budget=256)
+
+
+@BACKEND_INDEPENDENT
 def test_replicas_get_equal_slices_within_budget(tokenized, reference_ids):
     train = make_translation_dataset(tokenized, token_budget=400, max_length=96, num_replicas=4)
     assert all(size % 4 == 0 for size in train.summary.batch_sizes)

@@ -15,7 +15,9 @@ class PipelineSummary:
 
     # Pairs given to the pipeline.
     num_pairs: int
-    # Pairs longer than `max_length` on either side, left out of every epoch.
+    # Pairs with an empty side (no tokens), left out of every epoch.
+    dropped_empty: int
+    # Other pairs longer than `max_length` on either side, left out of every epoch.
     dropped_too_long: int
     # Token budget per side per replica, and the replica count it was split for.
     token_budget: int
@@ -36,9 +38,14 @@ class PipelineSummary:
     padded_tokens: int
 
     @property
+    def dropped(self):
+        """Pairs left out of every epoch: with an empty side, or too long."""
+        return self.dropped_empty + self.dropped_too_long
+
+    @property
     def kept(self):
         """Pairs in every epoch."""
-        return self.num_pairs - self.dropped_too_long
+        return self.num_pairs - self.dropped
 
     @property
     def steps_per_epoch(self):
@@ -77,7 +84,8 @@ class PipelineSummary:
     def __str__(self):
         lines = [
             f"{self.kept} of {self.num_pairs} pairs per epoch "
-            f"({self.dropped_too_long} dropped: longer than {self.boundaries[-1]} tokens), "
+            f"({self.dropped} dropped: {self.dropped_empty} with an empty side, "
+            f"{self.dropped_too_long} longer than {self.boundaries[-1]} tokens), "
             f"{self.steps_per_epoch} batches, {self.num_shapes} shapes, "
             f"{self.padding_rows} padding rows",
             f"padding efficiency (real / padded tokens): source {self.source_efficiency:.3f}, "

@@ -64,8 +64,9 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, start_step=0, 
     all-padding rows (labels all `pad_id`, which the loss ignores): so the
     dataset has at most one shape per bucket. Every kept pair appears
     exactly once per epoch; the order (and so the batches) depends only on
-    `seed` and the epoch number. Pairs longer than `max_length` are dropped
-    and counted in the summary (and logged as a warning).
+    `seed` and the epoch number. Pairs with an empty side (no tokens: an
+    empty or blank line) and pairs longer than `max_length` are dropped and
+    counted in the summary (and logged as a warning).
 
     Args:
         corpus: a `ParallelCorpus` (tokenized with `tokenizer`) or a
@@ -131,11 +132,14 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, start_step=0, 
     source_lengths = corpus.source_lengths + int(config.add_source_eos)  # (pairs,)
     target_lengths = corpus.target_lengths + 1  # BOS + target, and target + EOS
     pair_lengths = np.maximum(source_lengths, target_lengths)
-    kept = np.flatnonzero(pair_lengths <= config.max_length)  # (kept_pairs,)
+    # A side without tokens counts as empty, whatever its length with the special tokens.
+    empty = (corpus.source_lengths == 0) | (corpus.target_lengths == 0)
+    too_long = ~empty & (pair_lengths > config.max_length)
+    kept = np.flatnonzero(~empty & ~too_long)  # (kept_pairs,)
     if kept.size == 0:
         raise ValueError(
-            f"No pair fits max_length={config.max_length}: all {len(corpus)} pairs "
-            "are longer (or the corpus is empty)."
+            f"No pair fits max_length={config.max_length}: of all {len(corpus)} pairs, "
+            f"{int(empty.sum())} have an empty side and {int(too_long.sum())} are longer."
         )
     bucket_of = np.full(len(corpus), -1, dtype=np.int64)  # -1: dropped
     bucket_of[kept] = buckets.bucket_of(pair_lengths[kept])
@@ -145,7 +149,8 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, start_step=0, 
     boundaries = np.asarray(buckets.boundaries, dtype=np.int64)
     summary = PipelineSummary(
         num_pairs=len(corpus),
-        dropped_too_long=int(len(corpus) - kept.size),
+        dropped_empty=int(empty.sum()),
+        dropped_too_long=int(too_long.sum()),
         token_budget=config.token_budget,
         num_replicas=config.num_replicas,
         boundaries=buckets.boundaries,
@@ -157,7 +162,7 @@ def make_translation_dataset(corpus, tokenizer=None, config=None, start_step=0, 
         target_tokens=int(target_lengths[kept].sum()),
         padded_tokens=int((batches * batch_sizes * boundaries).sum()),
     )
-    if summary.dropped_too_long:
+    if summary.dropped:
         logger.warning("Translation dataset: %s", summary)
     else:
         logger.info("Translation dataset: %s", summary)
