@@ -224,7 +224,7 @@ def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monk
 
     import keras_transformer.commands.translate
     import keras_transformer.decoding
-    import keras_transformer.export
+    import keras_transformer.pretrained.model_source
     from keras_transformer.cli import main
     from keras_transformer.models.transformer_config import TransformerConfig
 
@@ -238,9 +238,9 @@ def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monk
             return [[(sentence.replace("|", "\n"), 0.0)] for sentence in sentences]
 
     model = types.SimpleNamespace(config=TransformerConfig(vocabulary_size=8))
-    monkeypatch.setattr(keras_transformer.commands.translate, "resolve_model_file", lambda *a: "")
+    monkeypatch.setattr(keras_transformer.commands.translate, "_model_source", lambda *a: None)
     monkeypatch.setattr(
-        keras_transformer.export, "load_translation_model", lambda *a, **k: (model, 0)
+        keras_transformer.pretrained.model_source, "load_model_source", lambda *a: (model, 0)
     )
     monkeypatch.setattr(keras_transformer.decoding, "Translator", EchoTranslator)
     source = tmp_path / "input.txt"

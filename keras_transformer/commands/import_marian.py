@@ -1,4 +1,4 @@
-"""`keras-transformer import marian DIR --output MODEL.keras`: a Marian / OPUS-MT folder."""
+"""`keras-transformer import marian DIR --output MODEL.keras`: a Marian / OPUS-MT folder or id."""
 
 import dataclasses
 import os
@@ -28,7 +28,11 @@ class MarianImportOptions(DataclassConfig):
     """The folder `import marian` reads and the file it writes."""
 
     directory: str | None = setting(
-        None, "The save_pretrained folder.", metavar="DIR", positional=True
+        None,
+        "The save_pretrained folder, or a Hugging Face id (Helsinki-NLP/opus-mt-en-de; "
+        "downloaded once into huggingface_hub's cache).",
+        metavar="DIR",
+        positional=True,
     )
     output: str | None = setting(
         None, "The model file to write.", metavar="MODEL.keras", required=True
@@ -46,6 +50,25 @@ def _missing_files(directory):
     return missing
 
 
+def _local_folder(parser, name):
+    """The folder `name` means: itself, or a Hugging Face id's snapshot in the cache."""
+    from keras_transformer.pretrained.model_source import is_hub_id
+
+    if os.path.isdir(name):
+        return name
+    if not is_hub_id(name):
+        parser.fail(
+            f"{name}: not a folder, nor a Hugging Face id (ORG/NAME, e.g. "
+            "Helsinki-NLP/opus-mt-en-de)"
+        )
+    from keras_transformer.pretrained.hub import hub_snapshot
+
+    try:
+        return hub_snapshot(name)
+    except (ValueError, ImportError) as error:
+        parser.fail(error)
+
+
 def build_parser(prog=PROG):
     """`(parser, added)`: the parser and the `MarianImportOptions` fields its flags set."""
     parser = OneLineErrorParser(prog=prog, description=DESCRIPTION)
@@ -58,9 +81,8 @@ def main(argv=None, prog=PROG):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, added = build_parser(prog)
     options = parsed_config(parser, MarianImportOptions(), parser.parse_args(argv), added)
-    if not os.path.isdir(options.directory):
-        parser.fail(f"{options.directory}: not a folder")
-    missing = _missing_files(options.directory)
+    directory = _local_folder(parser, options.directory)
+    missing = _missing_files(directory)
     if missing:
         parser.fail(
             f"{options.directory}: missing {', '.join(missing)}; expected a Marian folder as "
@@ -74,7 +96,7 @@ def main(argv=None, prog=PROG):
     from keras_transformer.pretrained.marian import import_marian
 
     try:
-        path = import_marian(options.directory, options.output)
+        path = import_marian(directory, options.output)
     except (OSError, ValueError, ImportError) as error:
         parser.fail(error)
     print(f"Wrote {path}", file=sys.stderr)  # a message, not data: stdout stays empty

@@ -3,6 +3,7 @@
 Example:
 
     head -100 test.en | keras-transformer translate --model runs/base/model.keras
+    echo "A dog runs." | keras-transformer translate --model Helsinki-NLP/opus-mt-en-de
     keras-transformer translate --run-dir runs/base --input test.en --output test.hyp.de
 """
 
@@ -53,7 +54,9 @@ class TranslateOptions(DataclassConfig):
 
     model: str | None = setting(
         None,
-        "A .keras file of save_translation_model (model and tokenizer), or a run directory.",
+        "A .keras file of save_translation_model (model and tokenizer), a run directory, a "
+        "Marian / OPUS-MT folder, a fairseq checkpoint (or its folder), or a Hugging Face id "
+        "(Helsinki-NLP/opus-mt-en-de; downloaded once into huggingface_hub's cache).",
         metavar="PATH",
         group="model",
         required=True,
@@ -128,12 +131,16 @@ def check_paths(parser, options):
             parser.error(str(error))
 
 
-def _model_file(parser, options):
+def _model_source(parser, options):
+    """The `ModelSource` of --model (a file, folder or Hugging Face id) or --run-dir."""
+    from keras_transformer.pretrained.model_source import ModelSource, find_model_source
+
     try:
         if options.run_dir is not None:
-            return RunDirectory(options.run_dir).model_file()
-        return resolve_model_file(options.model, "translate")
-    except ValueError as error:
+            path = RunDirectory(options.run_dir).model_file()
+            return ModelSource(options.run_dir, "keras", resolve_model_file(path, "translate"))
+        return find_model_source(options.model, "translate")
+    except (ValueError, ImportError) as error:
         parser.error(f"--{'run-dir' if options.run_dir is not None else 'model'} {error}")
 
 
@@ -164,7 +171,7 @@ def _warn(message):
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
-def translate(options, decoding, model_file, stdout):
+def translate(options, decoding, model_source, stdout):
     """Loads the model and streams the input through it; returns the exit status.
 
     On JAX the compiled searches are kept in the user's cache directory
@@ -175,23 +182,23 @@ def translate(options, decoding, model_file, stdout):
     from keras_transformer.utils.compilation_cache import user_cache_directory
 
     with backend.compilation_cache(user_cache_directory()):
-        return _translate_stream(options, decoding, model_file, stdout)
+        return _translate_stream(options, decoding, model_source, stdout)
 
 
-def _translate_stream(options, decoding, model_file, stdout):
+def _translate_stream(options, decoding, model_source, stdout):
     from keras_transformer.decoding import Translator
-    from keras_transformer.export import load_translation_model
+    from keras_transformer.pretrained.model_source import load_model_source
     from keras_transformer.text.line_chunks import LineChunks
     from keras_transformer.utils.count_progress import CountProgress
 
     try:
-        model, tokenizer = load_translation_model(model_file, compile=False)
+        model, tokenizer = load_model_source(model_source)
         if options.adapter is not None:
             from keras_transformer.export.lora_adapter import apply_adapter
 
             apply_adapter(model, options.adapter)
         decoding = decoding.replace(max_source_length=decoding.kept_source_length(model.config))
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, ImportError) as error:
         _warn(f"error: {' '.join(str(error).split())}")
         return 2
     translator = Translator(model, tokenizer, decoding=decoding)
@@ -252,14 +259,14 @@ def main(argv=None, prog=PROG):
     options = parsed_config(parser, TranslateOptions(), arguments, added)
     decoding = parsed_config(parser, DecodingConfig(), arguments, decoding_added)
     check_paths(parser, options)
-    model_file = _model_file(parser, options)
+    model_source = _model_source(parser, options)
     sys.stdout.flush()
     stdout = getattr(sys.stdout, "buffer", None) or sys.stdout
     # Whatever Keras or TensorFlow print (progress bars, messages) goes to stderr: stdout
     # carries only the translations.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            return translate(options, decoding, model_file, stdout)
+            return translate(options, decoding, model_source, stdout)
         except BrokenPipeError:
             # The reader went away (`| head`): stop quietly, as a Unix filter does.
             with contextlib.suppress(OSError):
