@@ -139,7 +139,7 @@ def main():
     real_tokens = int((source != 0).sum())
 
     keras.utils.set_random_seed(0)
-    model = Seq2SeqTransformer.from_preset(
+    model = Seq2SeqTransformer.from_architecture(
         "base", vocabulary_size=args.vocabulary_size, num_layers=args.num_layers
     )
     model.build()

@@ -1,4 +1,4 @@
-"""`keras-transformer train | translate | evaluate | average | export | plot | import`.
+"""`keras-transformer train | translate | evaluate | average | export | plot | import | recipes`.
 
 Also `python -m keras_transformer COMMAND`.
 
@@ -9,6 +9,7 @@ sentences from a file or stdin and writes translations to a file or stdout;
 keras_transformer.{evaluation,checkpoints,export,figures}` commands.
 """
 
+import argparse
 import sys
 
 from keras_transformer import __version__
@@ -18,6 +19,7 @@ from keras_transformer.commands import (
     export,
     import_model,
     plot,
+    recipes,
     train,
     translate,
 )
@@ -25,8 +27,22 @@ from keras_transformer.utils.backend_logs import quiet_backend_logs
 from keras_transformer.utils.command_line import OneLineErrorParser
 from keras_transformer.utils.process_exit import skip_collection_at_exit
 
-COMMANDS = ("train", "translate", "evaluate", "average", "export", "plot", "import")
+# Each command and its line in the top-level --help.
+COMMANDS = {
+    "train": "Train a model with a recipe's settings (--recipe; default: the quickstart).",
+    "translate": "Translate sentences from a file or stdin with a trained or published model.",
+    "evaluate": "Score translations against references (BLEU, chrF, tokenized BLEU).",
+    "average": "Average a run's last checkpoints into one model file (paper 6.1).",
+    "export": "Export a model for serving: a TensorFlow Serving SavedModel or CTranslate2.",
+    "plot": "Draw a run's training curves, learning-rate schedule and attention as PNG files.",
+    "import": "Convert a published Marian / OPUS-MT or fairseq model into a model file.",
+    "recipes": "List the recipes and model presets, one line each.",
+}
 PROG = "keras-transformer"
+HELP_END = (
+    "keras-transformer COMMAND --help explains a command's flags;\n"
+    "python -m keras_transformer COMMAND runs the same."
+)
 # Each command's front end (keras_transformer/commands/): main(argv, prog).
 HANDLERS = {
     "train": train.main,
@@ -36,6 +52,7 @@ HANDLERS = {
     "export": export.main,
     "plot": plot.main,
     "import": import_model.main,
+    "recipes": recipes.main,
 }
 
 
@@ -48,8 +65,19 @@ def main(argv=None):
     skip_collection_at_exit()
     argv = sys.argv[1:] if argv is None else list(argv)
     quiet_backend_logs(argv)
-    parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("command", choices=COMMANDS, help="What to do; COMMAND --help for more.")
+    width = max(map(len, COMMANDS)) + 2
+    listing = "\n".join(f"  {name:<{width}}{line}" for name, line in COMMANDS.items())
+    parser = OneLineErrorParser(
+        prog=PROG,
+        description=f"commands:\n{listing}\n\n{HELP_END}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "command",
+        choices=tuple(COMMANDS),
+        metavar="COMMAND",
+        help="What to do; COMMAND --help for more.",
+    )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     if not argv:
         parser.error(f"a command is needed: one of {', '.join(COMMANDS)}")

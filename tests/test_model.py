@@ -228,7 +228,7 @@ def test_presets_cover_the_paper():
     assert PRESETS["table3-E"].config(100).position_embedding == "learned"
     assert PRESETS["table3-D4"].label_smoothing == 0.2
     with pytest.raises(ValueError, match="Known presets"):
-        Seq2SeqTransformer.from_preset("huge", vocabulary_size=10)
+        Seq2SeqTransformer.from_architecture("huge", vocabulary_size=10)
 
 
 @pytest.mark.parametrize(

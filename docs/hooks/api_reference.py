@@ -4,11 +4,16 @@ Each subpackage of keras_transformer lists its public names and their modules in
 `lazy_exports(__name__, {...})` call. This hook reads those maps (statically: nothing is
 imported) and replaces the `<!-- api-reference -->` line of api.md with a mkdocstrings
 `:::` entry per name, so a name added, moved or removed changes the page, and a name whose
-module no longer holds it fails `mkdocs build --strict`.
+module no longer holds it fails `mkdocs build --strict`. A config dataclass's entry is followed
+by a table of its fields (type, default, help), made from the field metadata the command
+line's flags are made from (`keras_transformer/utils/config_reference.py`); only the config
+modules are imported for it, and they load no backend.
 """
 
 import ast
+import importlib
 import os
+import sys
 
 MARKER = "<!-- api-reference -->"
 # The order of the reference: the data's way through the package.
@@ -39,6 +44,8 @@ def reference(package_dir):
             if module is None or public.isupper():  # subpackages, constants
                 continue
             lines += [f"::: keras_transformer.{name}.{module}.{public}", ""]
+            if is_dataclass_in(os.path.join(package_dir, name, f"{module}.py"), public):
+                lines += fields_table(f"keras_transformer.{name}.{module}", public)
         sections.append("\n".join(lines))
     return "\n".join(sections)
 
@@ -49,3 +56,38 @@ def exports(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "lazy_exports":
             return ast.literal_eval(node.args[1])
     return {}
+
+
+def is_dataclass_in(path, name):
+    """Whether class `name` of the module at `path` is a dataclass of settings with help.
+
+    That is a class whose fields are made with `setting(...)` or carry `metadata` (the
+    configs, `Preset`); read from the source, so that only those modules are imported.
+    """
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as file:
+        tree = ast.parse(file.read())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return any(
+                isinstance(item, ast.AnnAssign)
+                and isinstance(item.value, ast.Call)
+                and (
+                    getattr(item.value.func, "id", "").endswith("setting")
+                    or any(keyword.arg == "metadata" for keyword in item.value.keywords)
+                )
+                for item in node.body
+            )
+    return False
+
+
+def fields_table(module, name):
+    """The markdown lines of the fields table of dataclass `name` in `module`."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from keras_transformer.utils.config_reference import config_table
+
+    cls = getattr(importlib.import_module(module), name)
+    return [f"**Fields of `{name}`:**", "", config_table(cls), ""]

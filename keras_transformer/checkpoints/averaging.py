@@ -88,7 +88,7 @@ def average_checkpoints(model, paths):
 
     Example:
 
-    >>> model = Seq2SeqTransformer.from_preset("base", vocabulary_size=37000)
+    >>> model = Seq2SeqTransformer.from_architecture("base", vocabulary_size=37000)
     >>> average_checkpoints(model, latest_checkpoints("checkpoints/", 5))
     >>> save_weights_atomic(model, "averaged.weights.h5")
     """

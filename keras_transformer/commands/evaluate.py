@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 
 from keras_transformer.evaluation.evaluation_scores import DEFAULT_METRICS, METRICS
 from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
@@ -19,6 +20,8 @@ from keras_transformer.utils.run_directory import RunDirectory
 from keras_transformer.utils.same_file import check_output_is_not_an_input
 
 PROG = "keras-transformer evaluate"
+# The metrics that tokenize with Moses' rules of the target language (--language).
+TOKENIZED_METRICS = ("tokenized_bleu", "multi30k_bleu")
 
 DESCRIPTION = """\
 Score detokenized translations against one or more references.
@@ -132,6 +135,17 @@ def _language_of(path):
     return "de"
 
 
+def _language_source(options, language_flag):
+    """Where the tokenization language came from, for the message that names it."""
+    if language_flag is not None:
+        return "--language"
+    if options.language is not None:
+        return "the --run-dir's target language"
+    if _language_of(options.references[0]) != "de" or options.references[0].endswith(".de"):
+        return f"the suffix of {os.path.basename(options.references[0])}; --language sets another"
+    return "the default; --language sets another"
+
+
 def main(argv=None, prog=PROG):
     """Runs the command.
 
@@ -144,6 +158,7 @@ def main(argv=None, prog=PROG):
     """
     parser, added = build_parser(prog)
     options = parsed_config(parser, EvaluateOptions(), parser.parse_args(argv), added)
+    language_flag = options.language
     if options.run_dir is not None:
         options = _with_run_dir(parser, options)
     for flag in ("hypotheses", "references"):
@@ -158,17 +173,26 @@ def main(argv=None, prog=PROG):
             parser.error(str(error))
     from keras_transformer.evaluation.files import score_files  # sacrebleu, sacremoses
 
+    language = options.language or _language_of(options.references[0])
     try:
         scores = score_files(
             options.hypotheses,
             list(options.references),
             metrics=list(options.metrics),
-            language=options.language or _language_of(options.references[0]),
+            language=language,
             lowercase=bool(options.lowercase),
         )
     except (OSError, ValueError) as error:
         # A file problem is the user's to fix: one line, no traceback.
         parser.fail(error)
+    tokenized = [name for name in options.metrics if name in TOKENIZED_METRICS]
+    if tokenized:
+        why = _language_source(options, language_flag)
+        print(
+            f"{parser.prog}: {' and '.join(tokenized)} tokenized with Moses' {language} rules "
+            f"({why})",
+            file=sys.stderr,
+        )
     if options.json == "-":
         print(json.dumps(dataclasses.asdict(scores), indent=1))
     elif options.json is not None:

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from keras_transformer.utils.dataclass_config import DataclassConfig
+from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,49 +14,80 @@ class PipelineConfig(DataclassConfig):
     as padded tokens per replica (`batch x padded length <= token_budget`).
     """
 
-    # Padded tokens per side per replica in one batch (paper 5.1: about 25,000).
-    token_budget: int = 25000
-    # Longest sequence kept, special tokens included; also the last bucket
-    # boundary. Longer pairs are dropped and counted in the summary.
-    max_length: int = 256
-    # Padded length of the first (shortest) bucket.
-    min_bucket_length: int = 8
-    # Ratio between consecutive bucket boundaries (at least +1 token per step).
-    # Smaller ratios pad less but give more shapes (one XLA compile each):
-    # 1.05 pads Multi30k to about 92-95% real tokens, 1.1 to about 89-92%.
-    bucket_growth: float = 1.05
-    # Round every boundary up to a multiple of this (8 suits GPU tensor cores).
-    length_multiple: int = 1
-    # Replicas the global batch is split over (`strategy.num_replicas_in_sync`);
-    # batch sizes are multiples of it and the budget holds per replica.
-    num_replicas: int = 1
-    # JAX multi-process training (`keras.distribution.initialize()`, one process per
-    # host): the number of processes, and this one's index (`jax.process_index()`).
-    # Every process builds the same global batches and yields its own consecutive
-    # `1 / num_processes` of each one's rows, as `DataParallel(auto_shard_dataset=False)`
-    # expects. Leave both at their defaults for tf.distribute, which shards by itself.
-    num_processes: int = 1
-    process_index: int = 0
-    # Batches whose gradients are accumulated into one update (the optimizer's
-    # `accumulation_steps`). Above 1, the dataset also yields per-token weights
-    # `k / (real target tokens in the k batches)` for a loss with
-    # reduction="sum", so the update is the token-weighted mean over all k.
-    accumulation_steps: int = 1
-    # Shuffle pair order every epoch (from `seed` and the epoch number).
-    shuffle: bool = True
-    # Seed of the shuffle; the same seed gives the same batches in the same order.
-    seed: int = 0
-    # Repeat epochs forever (pass `steps_per_epoch` to `fit`); False gives one epoch.
-    repeat: bool = True
-    # Prefetch batches in the background (`tf.data.AUTOTUNE`).
-    prefetch: bool = True
-    # End every source with EOS, as tensor2tensor and fairseq do.
-    add_source_eos: bool = True
-    # Token ids; defaults match `SubwordTokenizer` (pad 0, begin 2, end 3). An imported
-    # model's tokenizer may have others (fairseq: pad 1, begin 0, end 2; Marian: begin = pad).
-    pad_id: int = 0
-    bos_id: int = 2
-    eos_id: int = 3
+    token_budget: int = setting(
+        25000,
+        "Padded tokens per side per replica in one batch (paper 5.1: about 25,000).",
+    )
+    max_length: int = setting(
+        256,
+        "Longest sequence kept, special tokens included; also the last bucket boundary. Longer "
+        "pairs are dropped and counted in the summary.",
+    )
+    min_bucket_length: int = setting(8, "Padded length of the first (shortest) bucket.")
+    bucket_growth: float = setting(
+        1.05,
+        "Ratio between consecutive bucket boundaries (at least +1 token per step). Smaller "
+        "ratios pad less but give more shapes (one XLA compile each): 1.05 pads Multi30k to "
+        "about 92-95% real tokens, 1.1 to about 89-92%.",
+    )
+    length_multiple: int = setting(
+        1,
+        "Round every boundary up to a multiple of this (8 suits GPU tensor cores).",
+    )
+    num_replicas: int = setting(
+        1,
+        "Replicas the global batch is split over (`strategy.num_replicas_in_sync`); batch sizes "
+        "are multiples of it and the budget holds per replica.",
+    )
+    num_processes: int = setting(
+        1,
+        "JAX multi-process training (`keras.distribution.initialize()`, one process per host): "
+        "the number of processes. Every process builds the same global batches and yields its "
+        "own consecutive `1 / num_processes` of each one's rows, as "
+        "`DataParallel(auto_shard_dataset=False)` expects. Leave it and process_index at their "
+        "defaults for tf.distribute, which shards by itself.",
+    )
+    process_index: int = setting(
+        0,
+        "JAX multi-process training: this process's index (`jax.process_index()`); see "
+        "num_processes.",
+    )
+    accumulation_steps: int = setting(
+        1,
+        "Batches whose gradients are accumulated into one update (the optimizer's "
+        "`accumulation_steps`). Above 1, the dataset also yields per-token weights `k / (real "
+        'target tokens in the k batches)` for a loss with reduction="sum", so the update is the '
+        "token-weighted mean over all k.",
+    )
+    shuffle: bool = setting(
+        True,
+        "Shuffle pair order every epoch (from `seed` and the epoch number).",
+    )
+    seed: int = setting(
+        0,
+        "Seed of the shuffle; the same seed gives the same batches in the same order.",
+    )
+    repeat: bool = setting(
+        True,
+        "Repeat epochs forever (pass `steps_per_epoch` to `fit`); False gives one epoch.",
+    )
+    prefetch: bool = setting(True, "Prefetch batches in the background (`tf.data.AUTOTUNE`).")
+    add_source_eos: bool = setting(
+        True,
+        "End every source with EOS, as tensor2tensor and fairseq do.",
+    )
+    pad_id: int = setting(
+        0,
+        "Padding id; the defaults match `SubwordTokenizer` (pad 0, begin 2, end 3). An imported "
+        "model's tokenizer may have others (fairseq: pad 1, begin 0, end 2; Marian: begin = "
+        "pad).",
+    )
+    bos_id: int = setting(
+        2,
+        "Begin-of-sentence id: the decoder's first input (SubwordTokenizer: 2; Marian: the "
+        "padding id; fairseq: the end id).",
+    )
+    eos_id: int = setting(3, "End-of-sentence id (SubwordTokenizer: 3; fairseq: 2; Marian: 0).")
 
     def __post_init__(self):
         self.check_types()

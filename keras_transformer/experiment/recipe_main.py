@@ -8,6 +8,7 @@ override it.
 """
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -28,6 +29,10 @@ USER_ERRORS = (ValueError, OSError, KeyError)
 CONFIG_HELP = (
     "Start from the settings of a run's config.json (or a JSON object of ExperimentConfig "
     "fields, nested by config or flat) instead of the recipe's; the other flags override them."
+)
+PRINT_CONFIG_HELP = (
+    "Write the settings (the recipe's, with the other flags applied) to stdout as the JSON "
+    "that --config takes, and exit without training."
 )
 
 
@@ -52,6 +57,7 @@ def build_parser(defaults, description, prog=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,  # the recipes' example commands
     )
     parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+    parser.add_argument("--print-config", action="store_true", help=PRINT_CONFIG_HELP)
     return parser, add_config_arguments(parser, defaults)
 
 
@@ -70,7 +76,8 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
         add_arguments: callable adding a recipe's own flags to the parser, or None.
 
     Returns:
-        `(parser, arguments, config)`.
+        `(parser, arguments, config)`. With `--print-config`, writes the config's
+        JSON to stdout and exits (status 0) instead.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     first = OneLineErrorParser(prog=prog, add_help=False)
@@ -98,6 +105,10 @@ def parse_experiment(defaults, description, argv=None, prog=None, add_arguments=
         for field in added.values():  # name the flag beside the field
             message = message.replace(f"`{field.name}`", f"`{field.name}` ({flag_of(field)})", 1)
         parser.error(message)
+    if arguments.print_config:
+        # The data, on stdout; the exit is --help's (nothing is checked or written).
+        print(json.dumps(config.to_dict(), indent=2))
+        raise SystemExit(0)
     arguments.command_line = shlex.join([parser.prog, *argv])
     return parser, arguments, config
 

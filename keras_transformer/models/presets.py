@@ -3,28 +3,34 @@
 import dataclasses
 
 from keras_transformer.models.transformer_config import TransformerConfig
+from keras_transformer.utils.dataclass_config import setting
 
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
     """A model of the paper with the training settings that go with it."""
 
-    # Preset name, e.g. "base" or "table3-B1".
-    name: str
-    # What the paper's row changes relative to the base model.
-    description: str
-    # TransformerConfig fields that differ from the base defaults.
-    model: dict
-    # eps_ls of the label-smoothed loss (5.4; Table 3 row D varies it).
-    label_smoothing: float = 0.1
-    # Training steps (5.2: 100k base, 300k big; Table 3 rows train 100k).
-    train_steps: int = 100_000
-    # Warmup steps of the learning-rate schedule (5.3).
-    warmup_steps: int = 4000
-    # Last checkpoints averaged for evaluation (6.1: 5 base, 20 big).
-    averaged_checkpoints: int = 5
-    # The paper's "params x 10^6" column (Table 3), None where the paper leaves it blank.
-    paper_params_millions: float | None = None
+    name: str = dataclasses.field(metadata={"help": 'Preset name, e.g. "base" or "table3-B1".'})
+    description: str = dataclasses.field(
+        metadata={"help": "What the paper's row changes relative to the base model."}
+    )
+    model: dict = dataclasses.field(
+        metadata={"help": "TransformerConfig fields that differ from the base defaults."}
+    )
+    label_smoothing: float = setting(
+        0.1, "eps_ls of the label-smoothed loss (5.4; Table 3 row D varies it)."
+    )
+    train_steps: int = setting(
+        100_000, "Training steps (5.2: 100k base, 300k big; Table 3 rows train 100k)."
+    )
+    warmup_steps: int = setting(4000, "Warmup steps of the learning-rate schedule (5.3).")
+    averaged_checkpoints: int = setting(
+        5, "Last checkpoints averaged for evaluation (6.1: 5 base, 20 big)."
+    )
+    paper_params_millions: float | None = setting(
+        None,
+        'The paper\'s "params x 10^6" column (Table 3), None where the paper leaves it blank.',
+    )
 
     def config(self, vocabulary_size, **overrides):
         """The `TransformerConfig` of this preset for a vocabulary of `vocabulary_size`."""

@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer of paper section 3 as a `keras.Model`."""
 
 import contextlib
+import warnings
 
 import keras
 from keras import ops
@@ -61,7 +62,7 @@ class Seq2SeqTransformer(keras.Model):
 
     Example:
 
-    >>> model = Seq2SeqTransformer.from_preset("base", vocabulary_size=37000)
+    >>> model = Seq2SeqTransformer.from_architecture("base", vocabulary_size=37000)
     >>> model.compile(optimizer=keras_transformer.training.paper_optimizer(512),
     ...               loss=keras_transformer.training.LabelSmoothedCrossEntropy())
     >>> model.fit(dataset)  # ({"encoder_token_ids", "decoder_token_ids"}, labels)
@@ -162,9 +163,42 @@ class Seq2SeqTransformer(keras.Model):
         self.lora_settings = None
 
     @classmethod
-    def from_preset(cls, name, vocabulary_size, **overrides):
-        """Builds the model of preset `name` ("base", "big", "table3-B1", ...)."""
+    def from_architecture(cls, name, vocabulary_size, **overrides):
+        """An untrained model of the paper's architecture `name` ("base", "big", "table3-B1").
+
+        The names are `keras_transformer.models.PRESETS` (`keras-transformer recipes`
+        lists them). A trained model loads with `keras_transformer.load_translator`
+        (a file, a run, a published model) or `load_translation_model`.
+
+        Args:
+            name: str, a preset name.
+            vocabulary_size: int, the shared vocabulary's size.
+            **overrides: `TransformerConfig` fields changed from the preset's.
+
+        Returns:
+            A `Seq2SeqTransformer` with fresh weights.
+
+        Example:
+
+        >>> model = Seq2SeqTransformer.from_architecture("base", vocabulary_size=37000)
+        """
         return cls(get_preset(name).config(vocabulary_size, **overrides))
+
+    @classmethod
+    def from_preset(cls, name, vocabulary_size, **overrides):
+        """Deprecated: `from_architecture`, which this calls, under its former name.
+
+        keras-hub's `from_preset` loads trained weights; this one built an untrained
+        model, hence the new name.
+        """
+        warnings.warn(
+            "Seq2SeqTransformer.from_preset builds an untrained model (keras-hub's from_preset "
+            "loads weights); call from_architecture, or keras_transformer.load_translator for "
+            "a trained one. from_preset will be removed.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return cls.from_architecture(name, vocabulary_size, **overrides)
 
     def build(self, input_shape=None):
         sequence_shape = (None, None, self.config.d_model)
@@ -466,7 +500,7 @@ class Seq2SeqTransformer(keras.Model):
 
         Example:
 
-        >>> model = Seq2SeqTransformer.from_preset("base", vocabulary_size=37000)
+        >>> model = Seq2SeqTransformer.from_architecture("base", vocabulary_size=37000)
         >>> model.enable_lora(8)
         >>> sum(int(np.prod(w.shape)) for w in model.trainable_weights)
         466944

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from keras_transformer.utils.dataclass_config import DataclassConfig
+from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.json_file import read_json_object
 from keras_transformer.utils.numeric_settings import check_float
 
@@ -24,63 +24,91 @@ class TransformerConfig(DataclassConfig):
     settings (label smoothing, steps) live with the presets, not here.
     """
 
-    # Size of the shared source/target subword vocabulary (5.1: about 37k BPE for en-de).
-    vocabulary_size: int
-    # N: identical layers in the encoder and in the decoder (3.1).
-    num_layers: int = 6
-    # d_model: width of every sublayer output and of the embeddings (3.1).
-    d_model: int = 512
-    # h: parallel attention heads (3.2.2).
-    num_heads: int = 8
-    # d_k: query/key size per head; None means d_model // num_heads (3.2.2, Table 3 row B).
-    key_dim: int | None = None
-    # d_v: value size per head; None means d_model // num_heads (3.2.2).
-    value_dim: int | None = None
-    # d_ff: inner size of the position-wise feed-forward network (3.3).
-    intermediate_dim: int = 2048
-    # P_drop: residual dropout and dropout on embedding + position sums (5.4).
-    dropout: float = 0.1
-    # Dropout on attention weights; not in the paper (0.0).
-    attention_dropout: float = 0.0
-    # Dropout after the feed-forward ReLU; not in the paper (0.0).
-    activation_dropout: float = 0.0
-    # Biases in the attention projections; the paper's W^Q, W^K, W^V, W^O have none (3.2.2).
-    attention_bias: bool = False
-    # Attention projections' initialization (the paper gives none): "glorot_uniform" (Xavier
-    # over each (d_model, d_model) projection) or "xavier_fused_qkv" (W^Q, W^K, W^V drawn as
-    # one (d_model, 3 d_model) Xavier matrix, 1/sqrt(2) the scale, as fairseq does).
-    attention_initializer: str = "glorot_uniform"
-    # "sinusoidal" (3.5) or "learned" (Table 3 row E).
-    position_embedding: str = "sinusoidal"
-    # Positions a learned position embedding covers; unused by the sinusoid.
-    max_position: int = 512
-    # Sinusoid layout: "interleaved" (3.5: sin on even features, cos on odd) or "halves"
-    # (all sines, then all cosines: Marian, fairseq, tensor2tensor).
-    position_layout: str = "interleaved"
-    # Sinusoid frequencies: "paper" (10000^(-2i/d_model), 3.5) or "fairseq"
-    # (exp(-i ln(10000) / (d_model/2 - 1)), i = 0 .. d_model/2 - 1).
-    position_frequencies: str = "paper"
-    # Position index of the first token: 0 (paper, Marian); fairseq starts at pad_id + 1.
-    position_offset: int = 0
-    # Feed-forward activation: "relu" (eq. 2), "swish" (= SiLU, OPUS-MT) or "gelu" (exact erf form).
-    activation: str = "relu"
-    # A learned per-token bias added to the output logits (Marian's final_logits_bias); the
-    # paper's projection has none.
-    final_logits_bias: bool = False
-    # One embedding matrix for encoder and decoder inputs (3.4); needs one shared vocabulary.
-    share_embeddings: bool = True
-    # Decoder input embedding reused as the pre-softmax projection (3.4).
-    tie_output_projection: bool = True
-    # Multiply embeddings by sqrt(d_model) (3.4).
-    scale_embeddings: bool = True
-    # Pre-LN (x + Sublayer(LN(x)), final LN per stack) instead of the paper's post-LN.
-    normalize_first: bool = False
-    # LayerNorm epsilon; the paper gives none, tensor2tensor used 1e-6.
-    layer_norm_epsilon: float = 1e-6
-    # Token id of padding: masked in attention, excluded from the loss.
-    pad_id: int = 0
-    # Source vocabulary size when embeddings are not shared; None means vocabulary_size.
-    source_vocabulary_size: int | None = None
+    # No default: a field made with `setting` needs one.
+    vocabulary_size: int = dataclasses.field(
+        metadata={
+            "help": "Size of the shared source/target subword vocabulary (5.1: about 37k BPE "
+            "for en-de)."
+        }
+    )
+    num_layers: int = setting(6, "N: identical layers in the encoder and in the decoder (3.1).")
+    d_model: int = setting(
+        512, "d_model: width of every sublayer output and of the embeddings (3.1)."
+    )
+    num_heads: int = setting(8, "h: parallel attention heads (3.2.2).")
+    key_dim: int | None = setting(
+        None,
+        "d_k: query/key size per head; None means d_model // num_heads (3.2.2, Table 3 row B).",
+    )
+    value_dim: int | None = setting(
+        None, "d_v: value size per head; None means d_model // num_heads (3.2.2)."
+    )
+    intermediate_dim: int = setting(
+        2048, "d_ff: inner size of the position-wise feed-forward network (3.3)."
+    )
+    dropout: float = setting(
+        0.1, "P_drop: residual dropout and dropout on embedding + position sums (5.4)."
+    )
+    attention_dropout: float = setting(0.0, "Dropout on attention weights; not in the paper (0.0).")
+    activation_dropout: float = setting(
+        0.0, "Dropout after the feed-forward ReLU; not in the paper (0.0)."
+    )
+    attention_bias: bool = setting(
+        False,
+        "Biases in the attention projections; the paper's W^Q, W^K, W^V, W^O have none (3.2.2).",
+    )
+    attention_initializer: str = setting(
+        "glorot_uniform",
+        "Attention projections' initialization (the paper gives none): glorot_uniform (Xavier "
+        "over each (d_model, d_model) projection) or xavier_fused_qkv (W^Q, W^K, W^V drawn as "
+        "one (d_model, 3 d_model) Xavier matrix, 1/sqrt(2) the scale, as fairseq does).",
+    )
+    position_embedding: str = setting(
+        "sinusoidal", "Position encoding: sinusoidal (3.5) or learned (Table 3 row E)."
+    )
+    max_position: int = setting(
+        512, "Positions a learned position embedding covers; unused by the sinusoid."
+    )
+    position_layout: str = setting(
+        "interleaved",
+        "Sinusoid layout: interleaved (3.5: sin on even features, cos on odd) or halves (all "
+        "sines, then all cosines: Marian, fairseq, tensor2tensor).",
+    )
+    position_frequencies: str = setting(
+        "paper",
+        "Sinusoid frequencies: paper (10000^(-2i/d_model), 3.5) or fairseq "
+        "(exp(-i ln(10000) / (d_model/2 - 1)), i = 0 .. d_model/2 - 1).",
+    )
+    position_offset: int = setting(
+        0, "Position index of the first token: 0 (paper, Marian); fairseq starts at pad_id + 1."
+    )
+    activation: str = setting(
+        "relu",
+        "Feed-forward activation: relu (eq. 2), swish (= SiLU, OPUS-MT) or gelu (exact erf form).",
+    )
+    final_logits_bias: bool = setting(
+        False,
+        "A learned per-token bias added to the output logits (Marian's final_logits_bias); "
+        "the paper's projection has none.",
+    )
+    share_embeddings: bool = setting(
+        True,
+        "One embedding matrix for encoder and decoder inputs (3.4); needs one shared vocabulary.",
+    )
+    tie_output_projection: bool = setting(
+        True, "Decoder input embedding reused as the pre-softmax projection (3.4)."
+    )
+    scale_embeddings: bool = setting(True, "Multiply embeddings by sqrt(d_model) (3.4).")
+    normalize_first: bool = setting(
+        False, "Pre-LN (x + Sublayer(LN(x)), final LN per stack) instead of the paper's post-LN."
+    )
+    layer_norm_epsilon: float = setting(
+        1e-6, "LayerNorm epsilon; the paper gives none, tensor2tensor used 1e-6."
+    )
+    pad_id: int = setting(0, "Token id of padding: masked in attention, excluded from the loss.")
+    source_vocabulary_size: int | None = setting(
+        None, "Source vocabulary size when embeddings are not shared; None means vocabulary_size."
+    )
 
     @classmethod
     def from_json_file(cls, path):
