@@ -23,7 +23,12 @@ def listing():
     from keras_transformer.models.presets import PRESETS
 
     recipes = {name: recipe_summary(name) for name in recipe_names()}
-    presets = {name: preset.description for name, preset in PRESETS.items()}
+    presets = {
+        name: f"Table 3 row {name.removeprefix('table3-')}: {preset.description}"
+        if name.startswith("table3-")
+        else preset.description
+        for name, preset in PRESETS.items()
+    }
     width = max(map(len, [*recipes, *presets])) + 2
     lines = ["Recipes (keras-transformer train --recipe NAME):"]
     lines += [f"  {name:<{width}}{summary}" for name, summary in recipes.items()]
