@@ -241,6 +241,16 @@ def test_command_bad_input_is_one_line_exit_2(tmp_path, capsys):
         [str(folder / "garbage.pt"), "--dictionary-dir", str(folder), "--output", out], capsys
     )
     assert code == 2 and len(lines) == 1 and "garbage.pt" in lines[0], lines
+    # A function pickled by name (the format before torch 1.6): refused, and said so.
+    checkpoint = {"args": ref.argparse.Namespace(**args), "model": state, "hook": len}
+    torch.save(checkpoint, folder / "hook.pt", _use_new_zipfile_serialization=False)
+    code, lines = _run_command(
+        [str(folder / "hook.pt"), "--dictionary-dir", str(folder), "--output", out], capsys
+    )
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{folder / 'hook.pt'}: holds Python objects beyond tensors" in lines[0], lines
+    assert "refuses to unpickle (len); expected a fairseq checkpoint" in lines[0], lines
+    assert "weights_only" not in lines[0], lines
     # Three entries short of the embedding's 23 rows: not fairseq's padding (20 up to 24).
     ref.write_dictionary(folder / "dict.de.txt", JOINT_WORDS[:-3])
     code, lines = _run_command(

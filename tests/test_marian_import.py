@@ -346,3 +346,34 @@ def test_import_needs_no_transformers(marian, tmp_path, monkeypatch):
         to_numpy(model(inputs)), to_numpy(marian["model"](inputs)), atol=1e-6, rtol=0
     )
     assert keras.backend.backend() == "tensorflow"
+
+
+class OptimizerRecord:
+    """A class of the test module that a weights file pickles: torch's safe loader refuses it."""
+
+    def __init__(self, step):
+        self.step = step
+
+
+@BACKEND_INDEPENDENT
+def test_damaged_files_are_named_with_what_was_expected(marian, tmp_path, capsys):
+    output = tmp_path / "out.keras"
+    folder = tmp_path / "garbage_spm"
+    shutil.copytree(marian["folder"], folder)
+    (folder / "source.spm").write_bytes(b"not a SentencePiece model")
+    status, error = run_command([folder, "--output", output], capsys)
+    assert status == 2 and error.count("\n") == 1, error
+    assert f"{folder / 'source.spm'}: not a SentencePiece model" in error, error
+    assert "source_proto" not in error and "util.cc" not in error, error
+    # A pytorch_model.bin that pickles more than tensors.
+    folder = tmp_path / "pickled_object"
+    shutil.copytree(marian["folder"], folder)
+    os.remove(folder / "model.safetensors")
+    state = {"model.shared.weight": torch.zeros(2, 2), "record": OptimizerRecord(3)}
+    torch.save(state, folder / "pytorch_model.bin")
+    status, error = run_command([folder, "--output", output], capsys)
+    assert status == 2 and error.count("\n") == 1, error
+    assert f"{folder / 'pytorch_model.bin'}: holds Python objects" in error, error
+    assert "test_marian_import.OptimizerRecord" in error, error
+    assert "weights_only=False" not in error and "..." not in error, error
+    assert not output.exists()

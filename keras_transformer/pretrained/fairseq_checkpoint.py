@@ -12,9 +12,12 @@ import argparse
 import os
 import re
 
+from keras_transformer.pretrained.torch_load_error import torch_load_error
+
 # What the training-state part of a checkpoint may name; only their data is kept.
 _UNSUPPORTED_GLOBAL = re.compile(r"GLOBAL (\S+) was not an allowed global")
 _MAX_STUBBED_GLOBALS = 200
+EXPECTED_CONTENT = "a fairseq checkpoint of tensors and settings"
 
 
 class UnreadObject:
@@ -76,8 +79,7 @@ def load_checkpoint(path):
         except Exception as error:
             found = _UNSUPPORTED_GLOBAL.search(str(error))
             if found is None or (UnreadObject, found.group(1)) in allowed:
-                message = " ".join(str(error).split())[:300]
-                raise ValueError(f"{path}: not a readable torch checkpoint ({message})") from None
+                raise torch_load_error(path, error, EXPECTED_CONTENT) from None
             allowed.append((UnreadObject, found.group(1)))
     raise ValueError(f"{path}: names more than {_MAX_STUBBED_GLOBALS} unknown classes")
 

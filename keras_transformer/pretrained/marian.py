@@ -16,6 +16,7 @@ import numpy as np
 
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.pretrained.layer_weights import StateDict, assign, set_layers
+from keras_transformer.pretrained.torch_load_error import torch_load_error
 
 CONFIG_FILE = "config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -201,8 +202,7 @@ def _read_torch_file(path):
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        message = " ".join(str(error).split())[:200]
-        raise ValueError(f"{path}: not a readable torch state dict ({message})") from None
+        raise torch_load_error(path, error, "a state dict of tensors") from None
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a state dict")
     return {name: tensor.float().numpy() for name, tensor in state.items()}

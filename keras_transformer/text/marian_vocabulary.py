@@ -31,6 +31,21 @@ def _read_bytes(path):
         return file.read()
 
 
+def _read_sentencepiece(path, side):
+    """The bytes of a SentencePiece model file, checked to load; errors name the file."""
+    import sentencepiece as spm
+
+    proto = _read_bytes(path)
+    try:
+        spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError:
+        raise ValueError(
+            f"{path}: not a SentencePiece model (expected the {side} tokenizer model of a "
+            "Marian folder, as save_pretrained writes it)"
+        ) from None
+    return proto
+
+
 def _piece_name(value):
     """A tokenizer_config.json token entry: a str, or an AddedToken dict with `content`."""
     return value["content"] if isinstance(value, dict) else value
@@ -106,8 +121,8 @@ def read_marian_vocabulary(directory):
     eos_id = _special_id("end", config, "eos_token_id", mapping, pieces["eos_token"], path)
     bos_id = config.get("decoder_start_token_id")
     return {
-        "source_proto": _read_bytes(os.path.join(directory, SOURCE_MODEL_FILE)),
-        "target_proto": _read_bytes(os.path.join(directory, TARGET_MODEL_FILE)),
+        "source_proto": _read_sentencepiece(os.path.join(directory, SOURCE_MODEL_FILE), "source"),
+        "target_proto": _read_sentencepiece(os.path.join(directory, TARGET_MODEL_FILE), "target"),
         "vocabulary": vocabulary,
         "pad_id": pad_id,
         "unk_id": mapping[pieces["unk_token"]],
