@@ -9,7 +9,7 @@ output at its source length, a realistic en-de translation length. The two searc
 return the same tokens (and scores within float32 rounding): the script exits with an error
 if they do not, since the cache would then not be a speed-up of the same search.
 
-    python benchmarks/decoding_speed.py --data-dir ../shared/data/multi30k
+    python benchmarks/decoding_speed.py --data-dir data/multi30k
 
 With `--compare-ctranslate2`, our beam search (the current Keras backend) and CTranslate2
 decode the same sentences with the same weights, exported with `export_ctranslate2`, in one
@@ -26,7 +26,7 @@ sooner. First passes (compilation, warm-up) are not timed; then the decoders tak
 over when another process uses the cores: measure on a quiet machine.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/decoding_speed.py \\
-        --data-dir ../shared/data/multi30k --compare-ctranslate2
+        --data-dir data/multi30k --compare-ctranslate2
 
 `--single-beam-steps` also times ours with one beam step per loop iteration, the
 `paired_beam_steps` fast form off (JAX: two steps per iteration over a large cache), in the

@@ -24,7 +24,7 @@ This is the measurement behind the Multi30k recipe's settings (docs/results.md).
 
 Usage:
 
-    python benchmarks/encoder_collapse.py --data-dir ../shared/data/multi30k \
+    python benchmarks/encoder_collapse.py --data-dir data/multi30k \
         --vocabulary /tmp/multi30k_vocabulary.model --variants post-ln pre-ln fairseq
 """
 

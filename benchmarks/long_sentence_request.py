@@ -11,7 +11,7 @@ runs to its limit of source length + `--max-extra-length` tokens: the long sente
 is as long as it can be. The two modes must return the same translations: the script exits
 with an error otherwise.
 
-    python benchmarks/long_sentence_request.py --data-dir ../shared/data/multi30k
+    python benchmarks/long_sentence_request.py --data-dir data/multi30k
 """
 
 import argparse

@@ -16,7 +16,7 @@ Compares, on the Multi30k training set:
 
 Usage:
 
-    python benchmarks/pipeline_padding.py --data-dir ../shared/data/multi30k
+    python benchmarks/pipeline_padding.py --data-dir data/multi30k
 """
 
 import argparse

@@ -45,7 +45,7 @@ round is the peak (on a shared machine the median mostly measures the other tena
 
     python benchmarks/training_throughput.py
     KERAS_BACKEND=jax python benchmarks/training_throughput.py
-    python benchmarks/training_throughput.py --data-dir ../shared/data/multi30k
+    python benchmarks/training_throughput.py --data-dir data/multi30k
     python benchmarks/training_throughput.py --preset base --dtype bfloat16  # GPU
     KERAS_BACKEND=torch python benchmarks/training_throughput.py --baseline torch
     KERAS_BACKEND=jax python benchmarks/training_throughput.py --profile /tmp/profile

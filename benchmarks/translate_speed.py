@@ -18,8 +18,8 @@ CTranslate2's OpenMP threads slow down many times over when another process uses
 measure on a quiet machine.
 
     OMP_WAIT_POLICY=PASSIVE CT2_USE_MKL=1 python benchmarks/translate_speed.py \\
-        --model runs/multi30k --input ../shared/data/multi30k/test_2016_flickr.en \\
-        --references ../shared/data/multi30k/test_2016_flickr.de
+        --model runs/multi30k --input data/multi30k/test_2016_flickr.en \\
+        --references data/multi30k/test_2016_flickr.de
 """
 
 import argparse

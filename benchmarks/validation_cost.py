@@ -17,8 +17,8 @@ its `checkpoint_every_steps`. The target: <= 0.10 at the recipe's defaults.
 
 Example:
 
-    nice -n 19 python benchmarks/validation_cost.py --data-dir ../shared/data/multi30k
-    nice -n 19 python benchmarks/validation_cost.py --data-dir ../shared/data/multi30k \\
+    nice -n 19 python benchmarks/validation_cost.py --data-dir data/multi30k
+    nice -n 19 python benchmarks/validation_cost.py --data-dir data/multi30k \\
         --valid-search beam --valid-max-sentences 1014
 """
 

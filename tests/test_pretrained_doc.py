@@ -104,7 +104,7 @@ def test_the_page_runs_on_tiny_published_models(tmp_path):
     write_fairseq_archive(work / FAIRSEQ_FOLDER)
     page = parse_page(PAGE)
     assert page.tested_by == "tests/test_pretrained_doc.py"
-    substitutions = {"data/my-domain": str(data), "../shared/data/newstest2014": str(data)}
+    substitutions = {"data/my-domain": str(data), "data/wmt14": str(data)}
     blocks = []
     for block in page.runnable():
         code = block.code

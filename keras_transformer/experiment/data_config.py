@@ -18,7 +18,7 @@ class DataConfig(DataclassConfig):
 
     Split names are looked up as `{data_dir}/{split}.{language}` (plain or
     gzip); a split containing a path separator is a path prefix of its own
-    (e.g. `../shared/data/newstest2014/newstest2014`). Defaults: WMT14 en-de
+    (e.g. `data/wmt14/newstest2014`). Defaults: WMT14 en-de
     file names, a 37k shared BPE vocabulary, batches of about 25,000 tokens.
 
     Example:
@@ -49,7 +49,7 @@ class DataConfig(DataclassConfig):
     test_split: str = setting(
         "test",
         "Split translated and scored at the end; a name under --data-dir or a path prefix "
-        "such as ../data/newstest2014/newstest2014.",
+        "such as data/wmt14/newstest2014.",
     )
     synthetic_sizes: tuple[int, ...] = setting(
         (20000, 500, 500), "Pairs of the generated corpus (train valid test) without --data-dir."

@@ -13,9 +13,13 @@ perplexity is kept. Reports valid perplexity and BLEU, then test_2016_flickr wit
 detokenized sacreBLEU, chrF and the Multi30k literature's lowercased Moses-tokenized BLEU on
 the same outputs.
 
-    keras-transformer train --recipe multi30k --data-dir ../shared/data/multi30k
-    keras-transformer train --recipe multi30k --data-dir ../shared/data/multi30k \\
+    keras-transformer train --recipe multi30k --data-dir data/multi30k
+    keras-transformer train --recipe multi30k --data-dir data/multi30k \\
         --target-language fr
+
+data/multi30k holds train, valid and test_2016_flickr .en and .de (and .fr): Multi30k
+task 1, from the multi30k/dataset repository on GitHub with `val` renamed `valid`
+(docs/own-data.md, "Where to get the data", has the commands).
 
 With the published baseline's batch of 8,192 tokens and its optimizer settings, for 2.5 times
 the training tokens, the same model reaches 40.56 cased sacreBLEU on test_2016_flickr en-de

@@ -8,8 +8,10 @@ exports a SavedModel for TF Serving. `--data-dir` points the same script at real
 line-aligned files instead.
 
     keras-transformer train                # the quickstart: the built-in generated corpus
-    keras-transformer train --recipe quickstart --data-dir ../shared/data/multi30k \\
-        --max-steps 3000
+    keras-transformer train --recipe quickstart --data-dir data/multi30k \\
+        --test-split test_2016_flickr --max-steps 3000
+
+(data/multi30k: see the multi30k recipe, `keras-transformer train --recipe multi30k --help`.)
 """
 
 from keras_transformer.experiment.checkpoint_config import CheckpointConfig

@@ -7,7 +7,7 @@ row 100k steps on WMT14 en-de and used newstest2013 as dev.
 
     keras-transformer train --recipe table3 --data-dir data/wmt14 --valid-split ... \\
         --max-steps 100000
-    keras-transformer train --recipe table3 --data-dir ../shared/data/multi30k \\
+    keras-transformer train --recipe table3 --data-dir data/multi30k \\
         --valid-split valid --test-split test_2016_flickr --vocabulary-size 8000 \\
         --max-steps 2000 --variants base table3-A1 table3-B1
 """

@@ -11,10 +11,12 @@ The paper trained on 8 GPUs. On one device, `--accumulation-steps 8` gives the s
 batch per update; `--distribution mirrored` uses all local GPUs (the token budget is
 per device); `--distribution multi_worker` with TF_CONFIG spans machines.
 
-    keras-transformer train --recipe wmt14_base --data-dir data/wmt14 \\
-        --test-split data/newstest2014/newstest2014
-    # data/wmt14/train.{en,de}: the WMT14 training corpus (about 4.5M pairs)
-    keras-transformer train --recipe wmt14_base --tfds wmt14_translate/de-en --test-split ...
+    keras-transformer train --recipe wmt14_base --data-dir data/wmt14
+    keras-transformer train --recipe wmt14_base --tfds wmt14_translate/de-en \\
+        --test-split data/wmt14/newstest2014
+
+data/wmt14 holds train.{en,de} (the WMT14 training corpus, about 4.5M pairs), valid
+(newstest2013) and newstest2014; docs/own-data.md, "Where to get the data", has the steps.
 """
 
 from keras_transformer.decoding.decoding_config import DecodingConfig

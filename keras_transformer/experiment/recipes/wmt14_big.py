@@ -3,8 +3,7 @@
 As `wmt14_base.py` with the big model: d_model=1024, d_ff=4096, h=16, dropout 0.3,
 300,000 steps, the last 20 checkpoints averaged (paper 5.2, 6.1, Table 3).
 
-    keras-transformer train --recipe wmt14_big --data-dir data/wmt14 \\
-        --test-split data/newstest2014/newstest2014
+    keras-transformer train --recipe wmt14_big --data-dir data/wmt14   # as wmt14_base's
 """
 
 from keras_transformer.experiment.recipes.wmt14_base import CONFIG as WMT14_BASE

@@ -4,8 +4,10 @@ The big model with dropout 0.1 instead of 0.3 (paper 6.1), a shared 32,000-piece
 vocabulary (the paper's word-pieces; SentencePiece's unigram model is used as the
 closest available), 300,000 steps, the last 20 checkpoints averaged, beam 4, alpha 0.6.
 
-    keras-transformer train --recipe wmt14_en_fr_big --data-dir data/wmt14_en_fr \\
-        --test-split data/newstest2014/newstest2014
+    keras-transformer train --recipe wmt14_en_fr_big --data-dir data/wmt14_en_fr
+
+data/wmt14_en_fr holds train, valid and newstest2014 .en and .fr (about 36M training pairs);
+docs/own-data.md, "Where to get the data", has the steps.
 """
 
 from keras_transformer.experiment.recipes.wmt14_base import CONFIG as WMT14_BASE
