@@ -104,3 +104,19 @@ def test_the_extras_table_lists_every_extra():
     assert listed == pyproject_extras()
     readme = text_of("README.md").split("## Install", 1)[1].split("\n## ", 1)[0]
     assert set(re.findall(r"`([a-z0-9_]+)`", readme)) >= pyproject_extras()
+
+
+@BACKEND_INDEPENDENT
+def test_changelog_entries_are_at_most_six_lines():
+    entries, current = [], None
+    for line in text_of("CHANGELOG.md").splitlines():
+        if line.startswith("- "):
+            current = [line]
+            entries.append(current)
+        elif line.startswith("  ") and current is not None:
+            current.append(line)
+        else:
+            current = None
+    assert len(entries) > 50
+    long = [entry[0] for entry in entries if len(entry) > 6]
+    assert long == []
