@@ -16,6 +16,8 @@ __all__ = lazy_exports(
         "build_beam_search": "beam_search",
         "length_penalty": "beam_search",
         "build_greedy_search": "greedy_search",
+        "build_sampling_search": "sampling_search",
+        "sampling_log_probs": "sampling_search",
         "DecodingConfig": "decoding_config",
         "get_search": "decoding_config",
         "SearchStrategy": "search_strategy",

@@ -15,6 +15,7 @@ from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 SEARCH_STRATEGIES = {
     "beam": SearchStrategy("beam_search", max_results="beam_size"),
     "greedy": SearchStrategy("greedy_search", max_results=1),
+    "sampling": SearchStrategy("sampling_search"),
 }
 
 

@@ -73,13 +73,28 @@ def hash_bits(shape, seed):
     Returns:
         uint32 tensor of `shape` (int64 holding uint32 values on torch).
     """
-    k0, k1 = _keys(seed)
     size = 1
     for dim in shape:
         size = size * dim
     # int32 positions (TensorFlow has no uint32 range); 2**31 elements is plenty.
     index = ops.cast(ops.reshape(ops.arange(size, dtype="int32"), shape), "uint32")
-    return _mix(backend.wrap_uint32(ops.add(_mix(ops.bitwise_xor(index, k0)), k1)))
+    return keyed_hash(index, seed)
+
+
+def keyed_hash(values, seed):
+    """`mix(mix(v ^ k0) + k1)` of each element `v` of `values`: `hash_bits` of given values.
+
+    The same values and seed give the same bits on every backend.
+
+    Args:
+        values: uint32 tensor (int64 holding uint32 values on torch), any shape.
+        seed: (2,) integer tensor, hashed into the keys `k0`, `k1`.
+
+    Returns:
+        uint32 tensor of the shape of `values`.
+    """
+    k0, k1 = _keys(seed)
+    return _mix(backend.wrap_uint32(ops.add(_mix(ops.bitwise_xor(values, k0)), k1)))
 
 
 def torch_generator_dropout(inputs, rate, seed):
