@@ -77,10 +77,10 @@ def config_fields(cls):
 def config_table(cls):
     """A markdown table of `config_fields(cls)`: Field, Type, Default, Description."""
 
-    def cell(text):
+    def cell(text):  # a pipe inside a code span is no column separator; elsewhere escaped
         return " ".join(text.split()).replace("|", "\\|")
 
     lines = ["| Field | Type | Default | Description |", "| --- | --- | --- | --- |"]
     for name, kind, default, description in config_fields(cls):
-        lines.append(f"| `{name}` | `{cell(kind)}` | `{cell(default)}` | {cell(description)} |")
+        lines.append(f"| `{name}` | `{kind}` | `{default}` | {cell(description)} |")
     return "\n".join(lines)
