@@ -81,8 +81,9 @@ def _message(hub, repo_id, error):
     """One line for a failed download, by huggingface_hub's error class."""
     names = {kind.__name__ for kind in type(error).__mro__}
     if "LocalEntryNotFoundError" in names:
-        cache = getattr(hub.constants, "HF_HUB_CACHE", "huggingface_hub's cache")
-        offline = getattr(hub.constants, "HF_HUB_OFFLINE", False)
+        constants = getattr(hub, "constants", None)
+        cache = getattr(constants, "HF_HUB_CACHE", "huggingface_hub's cache")
+        offline = getattr(constants, "HF_HUB_OFFLINE", False)
         why = "HF_HUB_OFFLINE is set" if offline else "the Hub cannot be reached"
         return (
             f"{repo_id}: not in the Hugging Face cache ({cache}) and {why}; load it once with "
