@@ -460,3 +460,22 @@ def test_command_exit_runs(tmp_path):
     pattern = r"^ *translate: Python's own exit / ours [\d.]+x \(-?[\d.]+ s saved\)$"
     assert re.search(pattern, output, re.M), output
     assert output.rstrip().endswith("same translations from both variants"), output
+
+
+@only_under("torch", "trains through the command line; its backend code is test_lora.py's")
+def test_domain_adaptation_runs(tmp_path):
+    from keras_transformer.export import save_translation_model
+    from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+
+    # A random model file as the base (no base run): one LoRA run and its report.
+    tokenizer = train_vocabulary(generate_synthetic_pairs(200, domain="requests")[0], 120)
+    model = Seq2SeqTransformer(small_config(vocabulary_size=120))
+    model.build()
+    save_translation_model(model, tokenizer, tmp_path / "base.keras")
+    output = run_benchmark(
+        "domain_adaptation", "--work-dir", tmp_path, "--base", tmp_path / "base.keras",
+        "--steps", "2", "--warmup-steps", "1", "--sizes", "200", "4", "4", "--variants",
+        "lora8",
+    )  # fmt: skip
+    row = r"^\| lora8 \| [\d.]+ \| [\d.]+ \| [\d,]+ \| [\d.]+% \| \d+ KiB \| [\d.]+% \| [\d.]+ \|$"
+    assert re.search(row, output, re.M), output

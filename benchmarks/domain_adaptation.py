@@ -1,0 +1,193 @@
+"""Domain adaptation of the quickstart model: full fine-tuning, LoRA ranks, a frozen encoder.
+
+Trains the quickstart recipe's model on the generated statements (or takes `--base`), then
+adapts it to the second generated domain, polite requests
+(`generate_synthetic_pairs(domain="requests")`), in each of the `--variants`, all with the
+same steps, warmup and data (`keras-transformer train --init-from BASE ...`):
+
+- `full`: every weight trained (`--learning-rate-scale --full-rate`);
+- `loraR`: LoRA adapters of rank R on the attention projections
+  (`--lora-rank R --learning-rate-scale --lora-rate`);
+- `frozen-encoder`: the encoder kept as it is (`--freeze encoder`, `--full-rate`).
+
+For the base and each variant it prints, as a Markdown table: BLEU (sacreBLEU, greedy) on the
+new domain's test split and on the old one's (forgetting), trainable parameters and their
+share of the model, the adapter file's size and its share of `model.keras`'s, and training
+steps per second (from the run's train_log.csv, the first logged step left out). Then the
+targets: LoRA rank 8 reaches >= 90% of the full fine-tuning's new-domain gain with <= 2% of
+the parameters trainable and a file <= 3% of the model's, and loses less on the old domain.
+
+Example:
+
+    nice -n 19 python benchmarks/domain_adaptation.py --work-dir /tmp/adaptation
+"""
+
+import argparse
+import csv
+import os
+import sys
+
+import sacrebleu
+
+from keras_transformer import cli
+from keras_transformer.text import read_lines, write_synthetic_corpus
+
+VARIANTS = ("full", "lora4", "lora8", "lora16", "frozen-encoder")
+
+
+def train(*arguments):
+    """`keras-transformer train ARGUMENTS` in this process; raises on a failure."""
+    status = cli.main(["train", *map(str, arguments)])
+    if status != 0:
+        raise SystemExit(f"train {' '.join(map(str, arguments))}: exit status {status}")
+
+
+def bleu(model, data_dir, work_dir, name, adapter=None):
+    """sacreBLEU of greedy translations of `data_dir`'s test split."""
+    output = os.path.join(work_dir, f"{name}.hyp")
+    command = ["translate", "--model", model, "--input", os.path.join(data_dir, "test.en")]
+    command += ["--output", output, "--beam-size", "1"]
+    if adapter:
+        command += ["--adapter", adapter]
+    if cli.main(command) != 0:
+        raise SystemExit(f"translate {' '.join(command)} failed")
+    references = read_lines(os.path.join(data_dir, "test.de"))
+    return sacrebleu.corpus_bleu(read_lines(output), [references]).score
+
+
+def steps_per_second(run):
+    """Updates per second between the first and the last logged step of a run."""
+    with open(os.path.join(run, "train_log.csv"), encoding="utf-8") as file:
+        rows = list(csv.DictReader(file))
+    first, last = rows[0], rows[-1]
+    steps = int(last["step"]) - int(first["step"])
+    return steps / (float(last["elapsed_seconds"]) - float(first["elapsed_seconds"]))
+
+
+def parameters(base, variant):
+    """`(trainable, total)` parameters of `base` adapted as `variant` says."""
+    from keras_transformer.experiment.adaptation import adapt_model, parameter_count
+    from keras_transformer.experiment.adaptation_config import AdaptationConfig
+    from keras_transformer.export import load_translation_model
+
+    model, _ = load_translation_model(base, compile=False)
+    settings = AdaptationConfig()
+    if variant.startswith("lora"):
+        settings = AdaptationConfig(lora_rank=int(variant.removeprefix("lora")))
+    elif variant == "frozen-encoder":
+        settings = AdaptationConfig(freeze=("encoder",))
+    adapt_model(model, settings, verbose=0)
+    return parameter_count(model.trainable_weights), parameter_count(model.weights)
+
+
+def variant_flags(variant, arguments):
+    if variant.startswith("lora"):
+        rank = variant.removeprefix("lora")
+        return ["--lora-rank", rank, "--learning-rate-scale", arguments.lora_rate]
+    flags = ["--learning-rate-scale", arguments.full_rate]
+    return flags + (["--freeze", "encoder"] if variant == "frozen-encoder" else [])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work-dir", required=True, help="Runs and data go here.")
+    parser.add_argument("--base", help="A model file to adapt (else the quickstart trained).")
+    parser.add_argument("--base-steps", type=int, default=650, help="The quickstart's: 650.")
+    parser.add_argument("--sizes", type=int, nargs=3, default=(20000, 500, 500))
+    parser.add_argument("--steps", type=int, default=300, help="Adaptation steps.")
+    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument("--full-rate", type=float, default=1.0, help="--learning-rate-scale")
+    parser.add_argument("--lora-rate", type=float, default=5.0, help="... of LoRA runs")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS)
+    parser.add_argument("--model-override", action="append", default=[], metavar="F=V")
+    arguments = parser.parse_args()
+
+    work = os.path.abspath(arguments.work_dir)
+    quiet = ["--verbose", "0", "--no-validate", "--no-export", "--average-last", "1"]
+    quiet += ["--beam-size", "1", "--metrics", "bleu", "--log-every-steps", "1"]
+    base = arguments.base
+    old_data = os.path.join(work, "statements")  # the old domain's test split
+    if base is None:
+        run = os.path.join(work, "base")
+        overrides = [f"--model-override={value}" for value in arguments.model_override]
+        train(
+            "--output-dir", run, "--max-steps", arguments.base_steps, "--synthetic-sizes",
+            *arguments.sizes, "--checkpoint-every-steps", arguments.base_steps, *overrides,
+            *quiet,
+        )  # fmt: skip
+        base, old_data = os.path.join(run, "model.keras"), os.path.join(run, "data")
+    train_size, valid_size, test_size = arguments.sizes
+    if not os.path.exists(os.path.join(old_data, "test.en")):
+        write_synthetic_corpus(old_data, train_size=1, valid_size=1, test_size=test_size, seed=2)
+    new_data = os.path.join(work, "requests")
+    if not os.path.exists(os.path.join(new_data, "train.en")):
+        write_synthetic_corpus(
+            new_data, train_size=train_size, valid_size=valid_size, test_size=test_size,
+            seed=1, domain="requests",
+        )  # fmt: skip
+    model_bytes = os.path.getsize(base)
+    _, total = parameters(base, "full")
+    rows = [
+        ("base", bleu(base, new_data, work, "base-new"), bleu(base, old_data, work, "base-old"))
+        + (0, None, None)
+    ]
+    for variant in arguments.variants:
+        run = os.path.join(work, variant)
+        train(
+            "--init-from", base, "--data-dir", new_data, "--output-dir", run,
+            "--max-steps", arguments.steps, "--warmup-steps", arguments.warmup_steps,
+            "--checkpoint-every-steps", arguments.steps, *variant_flags(variant, arguments),
+            *quiet,
+        )  # fmt: skip
+        model = os.path.join(run, "model.keras")
+        adapter = os.path.join(run, "adapter.lora")
+        size = os.path.getsize(adapter) if os.path.exists(adapter) else None
+        rows.append(
+            (
+                variant,
+                bleu(model, new_data, work, f"{variant}-new"),
+                bleu(model, old_data, work, f"{variant}-old"),
+                parameters(base, variant)[0],
+                size,
+                steps_per_second(run),
+            )
+        )
+    report(rows, total, model_bytes)
+
+
+def report(rows, total, model_bytes):
+    print("| variant | new BLEU | old BLEU | trainable | share | file | share | steps/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, new, old, trainable, size, speed in rows:
+        file = "-" if size is None else f"{size / 1024:.0f} KiB"
+        file_share = "-" if size is None else f"{100 * size / model_bytes:.1f}%"
+        rate = "-" if speed is None else f"{speed:.2f}"
+        print(
+            f"| {name} | {new:.1f} | {old:.1f} | {trainable:,} | {100 * trainable / total:.2f}% "
+            f"| {file} | {file_share} | {rate} |"
+        )
+    print(f"\nModel: {total:,} parameters, model.keras {model_bytes / 1024:.0f} KiB.")
+    found = {row[0]: row for row in rows}
+    if "full" in found and "lora8" in found:
+        base, full, lora = found["base"], found["full"], found["lora8"]
+        gain = (lora[1] - base[1]) / max(full[1] - base[1], 1e-9)
+        lost, full_lost = base[2] - lora[2], base[2] - full[2]
+        checks = [
+            (f"LoRA rank 8's new-domain gain: {100 * gain:.0f}% of full's (>= 90%)", gain >= 0.9),
+            (
+                f"trainable: {100 * lora[3] / total:.2f}% of the parameters (<= 2%)",
+                lora[3] <= 0.02 * total,
+            ),
+            (
+                f"adapter file: {100 * lora[4] / model_bytes:.1f}% of model.keras (<= 3%)",
+                lora[4] <= 0.03 * model_bytes,
+            ),
+            (f"old domain: LoRA loses {lost:.1f}, full {full_lost:.1f} BLEU", lost < full_lost),
+        ]
+        for text, met in checks:
+            print(f"{'met' if met else 'MISSED'}: {text}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
