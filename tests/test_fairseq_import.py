@@ -276,6 +276,25 @@ def test_command_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 
 @BACKEND_INDEPENDENT
+def test_command_names_a_damaged_subword_model(tmp_path, capsys):
+    folder = tmp_path / "case"
+    _write_case(folder, "transformer_shared")
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(b"\xff\xfe\x00 not text \x80")
+    command = [str(folder / "model.pt"), "--dictionary-dir", str(folder)]
+    out = ["--output", str(tmp_path / "out.keras")]
+    code, lines = _run_command([*command, "--bpe-codes", str(garbage), *out], capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{garbage}: not UTF-8 text (byte 0); expected subword-nmt BPE codes" in lines[0]
+    flags = ["--sentencepiece-model", str(garbage), "--tokenizer", "space"]
+    code, lines = _run_command([*command, *flags, *out], capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{garbage}: not a SentencePiece model (expected the SentencePiece" in lines[0]
+    assert "proto" not in lines[0] and ".cc" not in lines[0], lines
+    assert not (tmp_path / "out.keras").exists()
+
+
+@BACKEND_INDEPENDENT
 def test_command_then_translate_end_to_end(tmp_path):
     folder = tmp_path / "case"
     _write_case(folder, "transformer_shared")

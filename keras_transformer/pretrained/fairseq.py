@@ -16,6 +16,7 @@ from keras_transformer.pretrained.fairseq_model import (
     transformer_config,
 )
 from keras_transformer.pretrained.fairseq_weights import assign_fairseq_weights
+from keras_transformer.text.sentencepiece_file import read_sentencepiece_model
 
 # Files of fairseq's published archives (and `fairseq-preprocess` folders) looked for in the
 # dictionary folder when no codes or model is named.
@@ -119,8 +120,7 @@ def build_tokenizer(segmentation, source_symbols, target_symbols, task, language
                 "Moses tokenization before SentencePiece is not supported (the checkpoint's "
                 "tokenizer=moses; --tokenizer space skips it)"
             )
-        with open(path, "rb") as file:
-            proto = file.read()
+        proto = read_sentencepiece_model(path, "the SentencePiece model of the checkpoint")
         try:
             return JointVocabularyTokenizer(proto, proto, source_symbols, **SPECIAL_IDS)
         except ValueError as error:
@@ -129,8 +129,14 @@ def build_tokenizer(segmentation, source_symbols, target_symbols, task, language
 
     if moses is None:
         moses = str(task.get("tokenizer")) != "space"
-    with open(path, encoding="utf-8") as file:
-        codes = file.read()
+    try:
+        with open(path, encoding="utf-8") as file:
+            codes = file.read()
+    except UnicodeDecodeError as error:
+        raise FairseqImportError(
+            f"{path}: not UTF-8 text (byte {error.start}); expected subword-nmt BPE codes, "
+            "one 'LEFT RIGHT' merge per line"
+        ) from None
     source_language, target_language = _moses_languages(task, *languages)
     try:
         return MosesBpeTokenizer(

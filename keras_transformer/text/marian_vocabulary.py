@@ -3,6 +3,8 @@
 import json
 import os
 
+from keras_transformer.text.sentencepiece_file import read_sentencepiece_model
+
 SOURCE_MODEL_FILE = "source.spm"
 TARGET_MODEL_FILE = "target.spm"
 VOCABULARY_FILE = "vocab.json"
@@ -24,26 +26,11 @@ def _read_json(path, required=True):
             raise ValueError(f"{path}: not valid JSON ({error})") from None
 
 
-def _read_bytes(path):
+def _read_sentencepiece(path, side):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Marian folder file not found: {path}")
-    with open(path, "rb") as file:
-        return file.read()
-
-
-def _read_sentencepiece(path, side):
-    """The bytes of a SentencePiece model file, checked to load; errors name the file."""
-    import sentencepiece as spm
-
-    proto = _read_bytes(path)
-    try:
-        spm.SentencePieceProcessor(model_proto=proto)
-    except RuntimeError:
-        raise ValueError(
-            f"{path}: not a SentencePiece model (expected the {side} tokenizer model of a "
-            "Marian folder, as save_pretrained writes it)"
-        ) from None
-    return proto
+    expected = f"the {side} tokenizer model of a Marian folder, as save_pretrained writes it"
+    return read_sentencepiece_model(path, expected)
 
 
 def _piece_name(value):
