@@ -63,7 +63,6 @@ def wmt_run(wmt_files, tmp_path_factory):
 
 def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run, wmt_files):
     output, stdout, stderr = wmt_run
-    assert "Averaged 2 checkpoints" in stderr  # messages on stderr; stdout is the summary
     # Selection on valid compared the average and each checkpoint.
     selection = [line for line in stdout.splitlines() if line.startswith("valid: selected")]
     assert len(selection) == 1, stdout
@@ -72,7 +71,16 @@ def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run
     candidates = dict(item.rsplit(" ", 1) for item in listed.split(", "))
     assert set(candidates) == {"average of last 2", "ckpt-00000010", "ckpt-00000020", "best"}
     best = min(float(score) for score in candidates.values())
-    assert float(candidates[head.removeprefix("valid: selected ")]) == best
+    chosen = head.removeprefix("valid: selected ")
+    assert float(candidates[chosen]) == best
+    # One line on stderr (stdout is the summary) says what was kept and why; no average is put
+    # into the model before the selection.
+    final = [line for line in stderr.splitlines() if line.startswith("Final model: ")]
+    assert final == [
+        f"Final model: {chosen}, the best of 4 candidates on valid by perplexity "
+        f"(--select-on-valid; lower is better: {listed})"
+    ]
+    assert "Averaged" not in stderr
     checkpoints = sorted(os.listdir(output / "checkpoints"))
     assert checkpoints == [
         "best.weights.h5", "ckpt-00000010.weights.h5", "ckpt-00000020.weights.h5",
@@ -292,7 +300,7 @@ def test_wmt14_base_with_the_paper_model_runs_end_to_end(wmt_files, tmp_path):
         "--checkpoint-every-steps", "10", "--verbose", "0",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Averaged 2 checkpoints" in result.stderr
+    assert "Final model: the average of the last 2 checkpoints in " in result.stderr
     assert (tmp_path / "run" / "saved_model" / "saved_model.pb").is_file()
 
 

@@ -209,10 +209,13 @@ def test_resume_refuses_changed_training_settings_in_one_line(tmp_path):
         f"{tmp_path}: the run was started with d_model=128; this command asks for d_model=256 "
         "(resuming must keep the model and data settings; use a new --output-dir)"
     )
-    other = config.replace(seed=1, optimization={"warmup_steps": 10})
-    started = f"started with seed=0, warmup_steps={config.optimization.warmup_steps}; this command "
-    with pytest.raises(ValueError, match=started + "asks for seed=1, warmup_steps=10"):
+    other = config.replace(seed=1, optimization={"adam_epsilon": 1e-6})
+    started = "started with adam_epsilon=1e-09, seed=0; this command "
+    with pytest.raises(ValueError, match=started + "asks for adam_epsilon=1e-06, seed=1"):
         check_resumed_settings(run_settings(other, other.pipeline_config()), str(tmp_path))
+    # The recovery from a divergence (docs/training.md): a lower scale, a longer warmup.
+    gentler = config.replace(optimization={"learning_rate_scale": 0.5, "warmup_steps": 650})
+    check_resumed_settings(run_settings(gentler, gentler.pipeline_config()), str(tmp_path))
 
 
 def test_checkpoints_kept_on_disk_and_averaged():

@@ -88,6 +88,51 @@ def latest_checkpoints(directory, n, pattern="*.weights.h5"):
     return [os.path.join(directory, by_step[step]) for step in sorted(by_step)[-n:]]
 
 
+# Appended to the name of a checkpoint written after a divergence began: no glob of
+# checkpoints (`*.weights.h5`) matches it, so no resume, average or selection takes it.
+DIVERGED_SUFFIX = ".diverged"
+
+
+def set_aside_checkpoints(directory, from_step, pattern="ckpt-*.weights.h5"):
+    """Renames the checkpoints of step `from_step` and later to `<name>.diverged`.
+
+    For a run whose loss diverged from `from_step` on: its checkpoints of
+    those steps are kept for inspection, but no longer look like checkpoints
+    of the run, so a resume starts from the last good one and nothing
+    averages or selects them.
+
+    Args:
+        directory: str or path-like, the run's checkpoint directory (it may
+            not exist).
+        from_step: int, the first step of the divergence.
+        pattern: str. Shell-style pattern of the run's checkpoint names.
+
+    Returns:
+        list of str, the new paths, oldest step first.
+
+    Example:
+
+    >>> set_aside_checkpoints("runs/base/checkpoints", 1201)
+    ['runs/base/checkpoints/ckpt-00001300.weights.h5.diverged']
+    """
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    found = [
+        name
+        for name in os.listdir(directory)
+        if fnmatch.fnmatchcase(name, pattern)
+        and checkpoint_step(name) is not None
+        and checkpoint_step(name) >= from_step
+    ]
+    renamed = []
+    for name in sorted(found, key=checkpoint_step):
+        path = os.path.join(directory, name)
+        os.replace(path, path + DIVERGED_SUFFIX)
+        renamed.append(path + DIVERGED_SUFFIX)
+    return renamed
+
+
 def save_weights_atomic(model, path, before_rename=None):
     """Saves `model` to `path` so that `path` is either complete or untouched.
 

@@ -404,12 +404,16 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
         Returns:
             list of str, the checkpoints averaged (oldest first); empty when
-            `average_last` is None.
+            `average_last` is None or the directory holds no checkpoint (the
+            model keeps its weights, with a warning).
         """
         if not self.average_last:
             return []
-        available = len(glob.glob(os.path.join(self.directory, "ckpt-*.weights.h5")))
+        available = len(self._checkpoints())
+        if not available:
+            _message(f"WARNING: no checkpoint in {self.directory} to average: the model keeps "
+                     "its last weights.")  # fmt: skip
+            return []
         paths = latest_checkpoints(self.directory, min(self.average_last, available))
         average_checkpoints(model, paths)
-        _message(f"Averaged {len(paths)} checkpoints into the model: {', '.join(paths)}")
         return paths

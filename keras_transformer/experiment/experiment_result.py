@@ -28,10 +28,15 @@ class ExperimentResult:
     model_config: dict
     # Optimizer updates the model was trained for.
     train_steps: int
-    # Wall-clock minutes of the whole run.
+    # Wall-clock minutes of the whole run: this process's, and for a resumed run the
+    # training time logged before the step it resumed from.
     minutes: float
     # The training batches: pairs kept and dropped, batches, shapes, padding efficiency.
     data_summary: str = ""
+    # The step a resumed run started from (0: it started from scratch), and the
+    # wall-clock minutes of this process alone.
+    resumed_from: int = 0
+    process_minutes: float | None = None
 
     def format(self, num_examples=3):
         """A summary to print: examples, scores and where everything is."""
@@ -53,5 +58,11 @@ class ExperimentResult:
         lines += [self.scores.format(), "Written:"]
         width = max(len(name) for name in self.paths)
         lines += [f"  {name:<{width}}  {path}" for name, path in self.paths.items() if path]
-        lines.append(f"Finished {self.train_steps} steps in {self.minutes:.1f} minutes.")
+        finished = f"Finished {self.train_steps} steps in {self.minutes:.1f} minutes"
+        if self.resumed_from and self.process_minutes is not None:
+            finished += (
+                f" ({self.process_minutes:.1f} in this process, which resumed at step "
+                f"{self.resumed_from})"
+            )
+        lines.append(finished + ".")
         return "\n".join(lines)

@@ -1,5 +1,6 @@
 """`config.json`: a run's settings, written when it starts and checked when it resumes."""
 
+import fnmatch
 import hashlib
 import importlib.metadata
 import json
@@ -7,6 +8,7 @@ import os
 import platform
 
 from keras_transformer import __version__
+from keras_transformer.checkpoints.checkpoint_files import checkpoint_step
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.experiment.experiment_config import flat_settings
 from keras_transformer.experiment.init_from import (
@@ -24,7 +26,10 @@ FORMAT_VERSION = 1
 # the trained state (schedule, data order, model), only when training stops, what is saved
 # and logged, how it decodes, and what is done with the model afterwards. The resume check
 # compares fields by name, in `config.json` files written flat (earlier versions) or nested
-# by config (`ExperimentConfig.to_dict`). Every other field must keep its first value;
+# by config (`ExperimentConfig.to_dict`). Two exceptions change the schedule from the
+# resumed step on: the learning-rate scale and warmup may change to recover from a
+# divergence (docs/training.md); `config.json` records each change (`setting_changes`).
+# Every other field must keep its first value;
 # the model is compared as the resolved TransformerConfig and the preset's training values
 # as resolved (so a `preset` + `model_overrides` that give the same run are the same).
 MAY_CHANGE_ON_RESUME = (
@@ -32,6 +37,8 @@ MAY_CHANGE_ON_RESUME = (
     "valid_split",
     "test_split",
     "train_steps",
+    "learning_rate_scale",
+    "warmup_steps",
     "checkpoint_every_minutes",
     "checkpoint_every_steps",
     "average_last",
@@ -247,14 +254,50 @@ def check_resumed_settings(settings, output_dir):
     return recorded
 
 
+def _setting_changes(recorded, settings, output_dir):
+    """`recorded`'s `setting_changes`, and this command's entry when it changes settings.
+
+    An entry: `{"command_line": index in command_lines, "from_step": the newest
+    checkpoint's step when it started (0: none), "changed": {field: [before, after]}}`.
+    """
+    history = list(recorded.get("setting_changes", []))
+    old = flat_settings(recorded.get("experiment", {}))
+    new = flat_settings(settings["experiment"])
+    changed = {
+        name: [old[name], new[name]]
+        for name in sorted(set(old) & set(new))
+        if old[name] != new[name] and name not in ("output_dir", "verbose")
+    }
+    if changed:
+        folder = os.path.join(output_dir, "checkpoints")  # PeriodicCheckpoint's files
+        steps = [
+            checkpoint_step(name)
+            for name in (os.listdir(folder) if os.path.isdir(folder) else [])
+            if fnmatch.fnmatchcase(name, "ckpt-*.weights.h5")
+        ]
+        history.append(
+            {
+                "command_line": len(recorded.get("command_lines", [])),
+                "from_step": max([step for step in steps if step is not None], default=0),
+                "changed": changed,
+            }
+        )
+    return history
+
+
 def write_run_config(settings, output_dir, recorded=None):
     """Writes `settings` to `{output_dir}/config.json` atomically; returns the path.
 
-    A resumed run's file keeps the earlier command lines before this one.
+    A resumed run's file keeps the earlier command lines before this one, and
+    lists the settings each resume changed, with the step it resumed from, under
+    `setting_changes` (the settings above are the last command's).
     """
     if recorded is not None:
         earlier = recorded.get("command_lines", [])
         settings = {**settings, "command_lines": [*earlier, *settings["command_lines"]]}
+        history = _setting_changes(recorded, settings, output_dir)
+        if history:
+            settings["setting_changes"] = history
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
     with atomic_output(path, "w") as file:
         file.write(json.dumps(settings, indent=2) + "\n")

@@ -25,6 +25,8 @@ from keras_transformer.experiment.run_config_file import (
 )
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.experiment.valid_split import score_valid_split, valid_batches
+from keras_transformer.training import TrainingMonitor
+from keras_transformer.training.csv_log import last_value
 from keras_transformer.utils.compilation_cache import RUN_CACHE
 
 logger = logging.getLogger("keras_transformer.experiment")
@@ -67,6 +69,7 @@ def run_experiment(config, command_line=None):
         config = ExperimentConfig.from_dict(config)
     start_time = time.time()
     splits = check_inputs(config)
+    warn_short_warmup(config)
     distribution = RunDistribution.from_name(config.distribution)
     # Processes of one run may share --output-dir: each writes everything (all of them
     # need their checkpoints to resume), so all but the first write in a subfolder.
@@ -85,6 +88,18 @@ def run_experiment(config, command_line=None):
     ):
         write_run_config(settings, output_dir, recorded)
         return _run(config, distribution, output_dir, splits, start_time)
+
+
+def warn_short_warmup(config):
+    """A warning line when the run ends before its warmup does (never at the peak rate)."""
+    steps, warmup = config.steps_to_train(), config.optimization.warmup_steps
+    if steps < warmup:
+        print(
+            f"WARNING: --max-steps {steps} is below --warmup-steps {warmup}: the learning "
+            f"rate rises for the whole run and stops at {steps / warmup:.0%} of its peak; "
+            "lower --warmup-steps to reach it.",
+            file=sys.stderr,
+        )
 
 
 def check_inputs(config):
@@ -120,6 +135,11 @@ def _run(config, distribution, output_dir, splits, start_time):
         config, distribution, tokenizer, output_dir, init_model=init_model
     )
     del init_model  # its weights are in `model`
+    # A resumed run's training time before the step it resumes from, from its log.
+    resumed_from = start // config.optimization.accumulation_steps
+    earlier = resumed_from and last_value(
+        os.path.join(output_dir, TrainingMonitor.CSV_NAME), "elapsed_seconds", resumed_from
+    )
     setup, summary = phases.training(
         config, distribution, model, start, corpus, tokenizer, valid, output_dir
     )
@@ -144,6 +164,8 @@ def _run(config, distribution, output_dir, splits, start_time):
         num_parameters=int(sum(math.prod(w.shape) for w in model.trainable_weights)),
         model_config=model.config.to_dict(),
         train_steps=config.steps_to_train(),
-        minutes=(time.time() - start_time) / 60,
+        minutes=(time.time() - start_time + (earlier or 0.0)) / 60,
         data_summary=summary,
+        resumed_from=resumed_from,
+        process_minutes=(time.time() - start_time) / 60,
     )

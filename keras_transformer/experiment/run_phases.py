@@ -9,10 +9,7 @@ import os
 import sys
 import typing
 
-from keras_transformer.checkpoints import (
-    PeriodicCheckpoint,
-    average_checkpoints,
-)
+from keras_transformer.checkpoints import PeriodicCheckpoint
 from keras_transformer.checkpoints.periodic_checkpoint import restore_latest_checkpoint
 from keras_transformer.compat import apply_distribute_workarounds
 from keras_transformer.data import make_translation_dataset
@@ -20,13 +17,13 @@ from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.adaptation import adapt_model, save_adaptation
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.init_from import given_vocabulary, run_model_config
+from keras_transformer.experiment.run_end import (
+    final_weights,  # noqa: F401 (phase 5)
+    stopped_by_loss,
+)
 from keras_transformer.experiment.split_files import SplitFiles
 from keras_transformer.experiment.training_callbacks import CHECKPOINTS, TrainingCallbacks
-from keras_transformer.experiment.valid_split import (
-    check_valid_settings,
-    select_on_valid,
-    tokenizer_ids,
-)
+from keras_transformer.experiment.valid_split import check_valid_settings, tokenizer_ids
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer
 from keras_transformer.text import (
@@ -232,46 +229,8 @@ def training(config, distribution, model, start, corpus, tokenizer, valid, outpu
         if "checkpoint" in str(error):
             raise
         # A divergence began at `first_step`: checkpoints from then on are not good ones.
-        last = checkpoint.last_checkpoint(before_step=getattr(error, "first_step", None))
-        raise FloatingPointError(
-            f"{error} Training stopped without saving; last good checkpoint: "
-            f"{last or 'none in ' + checkpoint.directory}"
-        ) from error
+        raise stopped_by_loss(error, checkpoint, validation) from error
     return setup, str(train.summary)
-
-
-def final_weights(config, setup, valid):
-    """Phase 5: averaging (paper 6.1), or selection on valid, or the best checkpoint.
-
-    Returns:
-        The `CheckpointSelection` of --select-on-valid, or None.
-    """
-    # Reached only when `fit` returned (finished, or stopped by patience): a signal or a
-    # non-finite loss ends the run inside `fit`, before any average.
-    model, checkpoint, validation, _ = setup
-    checkpoint.average_into(model)
-    best_path = validation.best_path if validation is not None else None
-    has_best = best_path is not None and os.path.exists(best_path)
-    if config.validation.select_on_valid:
-        selection = select_on_valid(config, valid, model, checkpoint, validation, has_best)
-        logger.info("Checkpoint selection: %s", selection.format())
-        if config.verbose:
-            print(
-                f"Checkpoint selection on {config.data.valid_split}: {selection.format()}",
-                file=sys.stderr,
-            )
-        return selection
-    if config.checkpoint.final_model == "best":
-        if has_best:
-            average_checkpoints(model, [best_path])
-            print(f"Final model: {best_path}", file=sys.stderr)
-        else:
-            print(
-                "WARNING: --final-model best, but no validation ran (no best checkpoint): "
-                "the final model is the last weights.",
-                file=sys.stderr,
-            )
-    return None
 
 
 def save_model(setup, tokenizer, data_dir, output_dir):

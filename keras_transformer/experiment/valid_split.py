@@ -100,7 +100,7 @@ def select_on_valid(config, valid, model, checkpoint, validation, has_best):
     pattern = "ckpt-*.weights.h5"  # PeriodicCheckpoint's files
     kept = glob.glob(os.path.join(checkpoint.directory, pattern))
     candidates = checkpoint_candidates(
-        latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern),
+        latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern) if kept else [],
         config.checkpoints_averaged(),
         # Asked to keep more than it averages: the average of them all is a candidate too.
         average_all=config.checkpoint.keep_checkpoints is not None,

@@ -52,8 +52,10 @@ def append_log_row(path, columns, row):
         writer.writerow({name: "" if row[name] is None else row[name] for name in columns})
 
 
-def last_value(path, column):
+def last_value(path, column, up_to_step=None):
     """The last row's `column` of the CSV file `path` as a float; None if absent or empty.
+
+    `up_to_step` (an int) reads the last row whose `step` is at most it instead.
 
     Example:
 
@@ -64,6 +66,8 @@ def last_value(path, column):
         return None
     with open(path, newline="", encoding="utf-8") as file:
         rows = list(csv.DictReader(file))
+    if up_to_step is not None:
+        rows = [row for row in rows if int(float(row["step"])) <= up_to_step]
     if not rows or not rows[-1].get(column):
         return None
     return float(rows[-1][column])

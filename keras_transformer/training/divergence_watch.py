@@ -34,6 +34,8 @@ class DivergenceWatch:
     - When records stay far above the level from step `s` to step `t` with
       `t - s + 1 >= patience_steps`, `update` raises `TrainingDivergedError`
       naming both steps. A record back at the level ends the stretch.
+    - `check_end` raises it when training ends inside such a stretch,
+      whatever its length: the last weights are not a model to keep.
 
     Args:
         patience_steps: int >= 1. Steps the loss must stay far above its level.
@@ -57,6 +59,7 @@ class DivergenceWatch:
         self.patience_steps = patience_steps
         self.level = initial_level
         self.high_since = None  # first step of the current stretch far above the level
+        self.last_loss = None  # the last record's loss
 
     def far_above(self, loss):
         """Whether `loss` is far above the running level (see the class's rule)."""
@@ -73,6 +76,7 @@ class DivergenceWatch:
         """
         if not math.isfinite(loss):
             return  # the monitor's non-finite check reports it
+        self.last_loss = loss
         if self.level is None:
             self.level = loss
             return
@@ -90,6 +94,22 @@ class DivergenceWatch:
                 f"{loss:.4g}; --no-divergence-check turns this off).",
                 first_step=self.high_since,
             )
+
+    def check_end(self, step):
+        """Raises `TrainingDivergedError` when training ends (at `step`) inside a stretch.
+
+        Example:
+
+        >>> watch.check_end(step=60)  # after the last record, once training has ended
+        """
+        if self.high_since is None:
+            return
+        raise TrainingDivergedError(
+            f"Training diverged: the loss was above {self.FACTOR:g} times its running level "
+            f"({self.level:.4g}) from step {self.high_since} to the last step, {step} (last "
+            f"{self.last_loss:.4g}; --no-divergence-check turns this off).",
+            first_step=self.high_since,
+        )
 
     def suspect(self):
         """A reason not to save now (the loss is far above its level), or None."""

@@ -40,7 +40,12 @@ class TrainingMonitor(keras.callbacks.Callback):
     elapsed, ETA), rewritten in place when stderr is a terminal. A record
     whose loss is not finite stops training with a `FloatingPointError`
     naming the step (use `fit(verbose=0)` with it); with `divergence_steps`,
-    so does a finite loss that stays far above its running level.
+    so does a finite loss that stays far above its running level. The
+    divergence watch judges the mean loss of every step since its previous
+    judgement at each record, before each checkpoint save (through
+    `divergence_suspect`) and when training ends; a run that ends while the
+    loss is far above its level raises too (its last weights are no model to
+    keep), whatever the patience.
 
     Steps are optimizer updates (paper 5.3's step_num); with gradient
     accumulation one step takes `accumulation_steps` batches. The model's
@@ -69,11 +74,12 @@ class TrainingMonitor(keras.callbacks.Callback):
             `LossScaleOptimizer` skipped.
         progress: bool. Also write each record as a line on stderr.
         divergence_steps: int or None. Stop training with a
-            `TrainingDivergedError` (a `FloatingPointError`) when the recorded
-            loss stays far above its running level for this many steps
-            (`DivergenceWatch`: more than twice the level and 1 nat above it);
-            None does not watch. `divergence_suspect()` says meanwhile why
-            a checkpoint should not be saved.
+            `TrainingDivergedError` (a `FloatingPointError`) when the training
+            loss stays far above its running level for this many steps, or
+            is far above it when training ends (`DivergenceWatch`: more than
+            twice the level and 1 nat above it); None does not watch.
+            `divergence_suspect()` says meanwhile why a checkpoint should not
+            be saved.
         initial_loss_level: float or None. The running level before the
             first record: ln(vocabulary size), the loss of a uniform
             prediction, for a fresh model; None takes the first record's.
@@ -126,7 +132,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._elapsed_before = 0.0  # training time of the earlier processes of a resumed run
         self._last = (0.0, 0.0, start, self._start_time)  # total, count, batch, time
         self._first_step = self._counter.step
-        self._record_step = self._counter.step  # the step of the last record
+        # The watch's loss sums and step at its last judgement (offsets, as `_last`).
+        self._judged = (0.0, 0.0, self._counter.step)
         if self.divergence_steps is not None:
             self._watch = DivergenceWatch(self.divergence_steps, self.initial_loss_level)
         self._tracker_holds_training = True  # False from validation until the next epoch
@@ -155,11 +162,13 @@ class TrainingMonitor(keras.callbacks.Callback):
         # Keras resets its loss tracker when validation begins and when the next
         # epoch begins: carry the sums since the last record over, as negative
         # offsets from zero.
-        if not self._recording() or not self._tracker_holds_training:
+        if not (self._recording() or self._watch) or not self._tracker_holds_training:
             return
         total, count = self._loss_sums()
         last_total, last_count, batches, last_time = self._last
         self._last = (last_total - total, last_count - count, batches, last_time)
+        judged_total, judged_count, judged_step = self._judged
+        self._judged = (judged_total - total, judged_count - count, judged_step)
         self._tracker_holds_training = False
 
     def on_test_begin(self, logs=None):
@@ -228,13 +237,30 @@ class TrainingMonitor(keras.callbacks.Callback):
                 f"Non-finite training loss ({loss}) by step {step} (mean of steps "
                 f"{step - self.every_steps + 1}-{step})."
             )
-        steps, self._record_step = step - self._record_step, step
-        if self._watch is not None and count > last_count:
-            self._watch.update(step, loss, steps)
+        self._judge(step)
+
+    def _judge(self, step):
+        """Gives the watch the mean loss of the steps since its last judgement."""
+        if self._watch is None:
+            return
+        total, count = self._loss_sums()
+        last_total, last_count, last_step = self._judged
+        if count <= last_count or step <= last_step:
+            return  # no update since
+        self._judged = (total, count, step)
+        self._watch.update(step, (total - last_total) / (count - last_count), step - last_step)
 
     def divergence_suspect(self):
-        """Why the current weights should not be saved (a divergence in progress), or None."""
-        return None if self._watch is None else self._watch.suspect()
+        """Why the current weights should not be saved (a divergence in progress), or None.
+
+        Judges the steps since the last judgement first: called before each
+        save, it raises `TrainingDivergedError` when the patience ran out.
+        """
+        if self._watch is None:
+            return None
+        if self._counter is not None and self._counter.update_ended():
+            self._judge(self._counter.step)
+        return self._watch.suspect()
 
     def _last_learning_rate(self):
         optimizer = inner_optimizer(self.model.optimizer)
@@ -265,4 +291,8 @@ class TrainingMonitor(keras.callbacks.Callback):
             self._writer.flush()
             self._writer.close()
             self._writer = None
+        if self._watch is not None and self._counter.update_ended():
+            self._judge(step)
         self._counter = None
+        if self._watch is not None:
+            self._watch.check_end(step)  # ended far above the level: no model to keep
