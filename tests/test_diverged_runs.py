@@ -160,3 +160,15 @@ def test_a_run_diverged_from_its_first_steps_names_no_checkpoint_and_averages_no
         "WARNING: --max-steps 60 is below --warmup-steps 100: the learning rate rises for the "
         "whole run and stops at 60% of its peak; lower --warmup-steps to reach it."
     ]
+
+
+@BACKEND_INDEPENDENT
+def test_init_from_a_checkpoint_points_to_resuming_its_run(tmp_path):
+    checkpoint = tmp_path / "ckpt-00000040.weights.h5"
+    keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save_weights(checkpoint)
+    argv = ["train", "--init-from", str(checkpoint), "--output-dir", str(tmp_path / "run")]
+    status, stdout, stderr = run_in_process(argv)
+    assert (status, stdout, len(stderr.splitlines())) == (2, "", 1), stderr
+    assert f"--init-from {checkpoint}: a checkpoint (weights and training state, no " in stderr
+    assert "rerun that run's command with its --output-dir" in stderr
+    assert not (tmp_path / "run").exists()

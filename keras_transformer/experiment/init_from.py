@@ -54,6 +54,12 @@ def read_init_config(path):
     flag = f"--init-from {path}"
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{flag}: no such file; expected {EXPECTED}.")
+    if not zipfile.is_zipfile(path) and path.endswith(".weights.h5"):
+        raise ValueError(
+            f"{flag}: a checkpoint (weights and training state, no tokenizer), not a model "
+            "file; to continue its run, rerun that run's command with its --output-dir (it "
+            "resumes from the newest good checkpoint), or give the run's model.keras"
+        )
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{flag}: not a .keras (zip) file, or truncated; expected {EXPECTED}.")
     try:
