@@ -163,6 +163,8 @@ def save_weights_atomic(model, path, before_rename=None):
     directory, name = os.path.split(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"Directory of `path` not found: {directory}")
+    if not os.access(directory, os.W_OK | os.X_OK):  # named by `path`, not the temporary
+        raise PermissionError(errno.EACCES, "Permission denied (its folder is read-only)", path)
     _check_free_space(model, path, directory)
     suffix = next(suffix for suffix in CHECKPOINT_SUFFIXES if name.endswith(suffix))
     # Keras picks the format from the suffix, so the temporary name keeps it; Keras

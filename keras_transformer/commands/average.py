@@ -18,7 +18,7 @@ from keras_transformer.utils.config_arguments import add_config_arguments, parse
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.numeric_settings import check_int
 from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, CONFIG_FILE, RunDirectory
-from keras_transformer.utils.same_file import check_output_is_not_an_input
+from keras_transformer.utils.same_file import check_output_is_not_an_input, check_output_writable
 
 PROG = "keras-transformer average"
 
@@ -133,6 +133,10 @@ def _check_flags(parser, options):
     output_folder = os.path.dirname(os.path.abspath(options.output))
     if not os.path.isdir(output_folder):
         parser.fail(f"--output's folder does not exist: {output_folder}")
+    try:
+        check_output_writable(options.output)
+    except PermissionError as error:
+        parser.fail(error)
 
 
 def _with_run_dir(parser, options):

@@ -17,7 +17,7 @@ from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.run_directory import RunDirectory
-from keras_transformer.utils.same_file import check_output_is_not_an_input
+from keras_transformer.utils.same_file import check_output_is_not_an_input, check_output_writable
 
 PROG = "keras-transformer evaluate"
 # The metrics that tokenize with Moses' rules of the target language (--language).
@@ -171,6 +171,10 @@ def main(argv=None, prog=PROG):
             check_output_is_not_an_input(options.json, inputs, output_flag="--json")
         except ValueError as error:
             parser.error(str(error))
+        try:
+            check_output_writable(options.json, output_flag="--json")
+        except PermissionError as error:
+            parser.fail(error)
     from keras_transformer.evaluation.files import score_files  # sacrebleu, sacremoses
 
     language = options.language or _language_of(options.references[0])

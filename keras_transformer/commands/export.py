@@ -21,6 +21,7 @@ from keras_transformer.utils.run_directory import RunDirectory, resolve_model_fi
 from keras_transformer.utils.same_file import (
     check_inputs_outside_output_dir,
     check_output_is_not_an_input,
+    check_output_writable,
 )
 
 PROG = "keras-transformer export"
@@ -271,6 +272,10 @@ def _refuse_output_among_inputs(parser, options):
         check_inputs_outside_output_dir(options.output, inputs)
     except ValueError as error:
         parser.error(str(error))
+    try:
+        check_output_writable(options.output)
+    except PermissionError as error:
+        parser.fail(error)
 
 
 def _load(options):

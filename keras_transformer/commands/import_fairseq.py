@@ -10,6 +10,7 @@ import zipfile
 from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag, one_line
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
+from keras_transformer.utils.same_file import check_output_writable
 
 PROG = "keras-transformer import fairseq"
 
@@ -91,6 +92,10 @@ def _check_paths(parser, options):
         parser.fail(f"--output {options.output} exists; pass --overwrite to replace it")
     if not os.path.isdir(os.path.dirname(os.path.abspath(options.output))):
         parser.fail(f"--output {options.output}: its folder does not exist")
+    try:
+        check_output_writable(options.output)
+    except PermissionError as error:
+        parser.fail(error)
     for flag, path in (
         ("CHECKPOINT", options.checkpoint),
         ("--bpe-codes", options.bpe_codes),

@@ -7,6 +7,7 @@ import sys
 from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
+from keras_transformer.utils.same_file import check_output_writable
 
 PROG = "keras-transformer import marian"
 
@@ -92,6 +93,10 @@ def main(argv=None, prog=PROG):
         parser.fail(f"--output must end with .keras. Received: {options.output}")
     if os.path.exists(options.output) and not options.overwrite:
         parser.fail(f"--output {options.output} exists; pass --overwrite to replace it")
+    try:
+        check_output_writable(options.output)
+    except PermissionError as error:
+        parser.fail(error)
     # The backend loads here, once the arguments are checked.
     from keras_transformer.pretrained.marian import import_marian
 

@@ -23,7 +23,7 @@ from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.live_line import is_terminal
 from keras_transformer.utils.numeric_settings import check_int
 from keras_transformer.utils.run_directory import RunDirectory, resolve_model_file
-from keras_transformer.utils.same_file import check_output_is_not_an_input
+from keras_transformer.utils.same_file import check_output_is_not_an_input, check_output_writable
 
 PROG = "keras-transformer translate"
 
@@ -122,6 +122,10 @@ def check_paths(parser, options):
             parser.error(str(error))
         if os.path.isdir(options.output):
             parser.error(f"--output {options.output} is a directory; give a file name")
+        try:
+            check_output_writable(options.output)
+        except PermissionError as error:
+            parser.fail(error)
     if options.input != "-" and not os.path.exists(options.input):
         parser.error(f"--input {options.input}: no such file")
     if options.adapter is not None:

@@ -208,9 +208,12 @@ def export_saved_model(
     if not model.built:
         model.build()
     parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
     temporary = os.path.join(parent, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-    os.mkdir(temporary)  # a dot name: TF Serving only loads numbered directories
+    try:
+        os.makedirs(parent, exist_ok=True)
+        os.mkdir(temporary)  # a dot name: TF Serving only loads numbered directories
+    except OSError as error:  # named by `path`, not the temporary
+        raise type(error)(error.errno, error.strerror, path) from None
     try:
         module = TranslationModule(model, tokenizer, DecodingConfig(**decoding))
         with tempfile.TemporaryDirectory() as directory:

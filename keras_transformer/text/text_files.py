@@ -14,6 +14,8 @@ import uuid
 import zlib
 from pathlib import Path
 
+from keras_transformer.text.invalid_utf8_error import InvalidUtf8Error
+
 logger = logging.getLogger("keras_transformer.text")
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -72,10 +74,9 @@ def read_lines(path, errors="strict", description="file"):
                     lines.append(raw.decode("utf-8"))
                 except UnicodeDecodeError as error:
                     if errors == "strict":
-                        raise ValueError(
-                            f"Invalid UTF-8 in the {description} {str(path)!r}, line {number}, "
-                            f"byte {error.start + 1} ({raw[error.start : error.start + 1]!r}). "
-                            "Fix the file, or pass errors='replace' to substitute U+FFFD."
+                        byte = raw[error.start : error.start + 1]
+                        raise InvalidUtf8Error(
+                            path, number, error.start + 1, byte, description
                         ) from None
                     lines.append(raw.decode("utf-8", errors="replace"))
                     replaced.append(number)
@@ -108,7 +109,10 @@ def _temporary_beside(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    descriptor = os.open(temporary, flags, 0o666)
+    try:
+        descriptor = os.open(temporary, flags, 0o666)
+    except OSError as error:  # named by the file the caller asked for, not the temporary
+        raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
         with contextlib.suppress(FileNotFoundError):
             os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))

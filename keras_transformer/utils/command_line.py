@@ -12,9 +12,15 @@ USER_ERROR_STATUS = 2
 
 
 def one_line(error):
-    """The message of an exception on one line; an OSError names its file."""
+    """The message of an exception on one line; an OSError names its file.
+
+    An error with a `command_line_message()` (`InvalidUtf8Error`) gives that: advice a
+    user of a command can follow, where its own message is for Python callers.
+    """
     message = str(error)
-    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+    if callable(getattr(error, "command_line_message", None)):
+        message = error.command_line_message()
+    elif isinstance(error, OSError) and error.filename is not None and error.strerror:
         message = f"{error.strerror}: {error.filename}"
     elif isinstance(error, KeyError) and error.args:
         message = str(error.args[0])

@@ -52,6 +52,35 @@ def check_output_is_not_an_input(output, inputs, output_flag="--output"):
             )
 
 
+def check_output_writable(output, output_flag="--output"):
+    """Raises `PermissionError` if the folder `output` would be written in is not writable.
+
+    Outputs are written to a temporary file beside them, then renamed, so the
+    folder must be writable even to replace an existing file. A folder still to
+    be made is judged by the nearest one that exists.
+
+    Args:
+        output: str or path-like, the file or directory a command will write.
+        output_flag: str. The flag that named `output`, for the message.
+
+    Raises:
+        PermissionError: one line naming the flag, the path and the folder.
+
+    Example:
+
+    >>> check_output_writable("/read-only/out.txt")
+    PermissionError: --output /read-only/out.txt: cannot write in its folder /read-only ...
+    """
+    folder = os.path.dirname(os.path.abspath(output))
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    if os.path.isdir(folder) and not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"{output_flag} {os.fspath(output)}: cannot write in its folder {folder} "
+            "(permission denied); choose a writable location"
+        )
+
+
 def is_inside(path, directory):
     """Whether `path` lies inside `directory` (after symlinks), or is it.
 
