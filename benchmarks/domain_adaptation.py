@@ -24,6 +24,7 @@ Example:
 
 import argparse
 import csv
+import json
 import os
 import sys
 
@@ -53,6 +54,12 @@ def bleu(model, data_dir, work_dir, name, adapter=None):
         raise SystemExit(f"translate {' '.join(command)} failed")
     references = read_lines(os.path.join(data_dir, "test.de"))
     return sacrebleu.corpus_bleu(read_lines(output), [references]).score
+
+
+def run_bleu(run):
+    """The BLEU of a run's own test translations (scores.json)."""
+    with open(os.path.join(run, "scores.json"), encoding="utf-8") as file:
+        return json.load(file)["bleu"]
 
 
 def steps_per_second(run):
@@ -88,7 +95,7 @@ def variant_flags(variant, arguments):
     return flags + (["--freeze", "encoder"] if variant == "frozen-encoder" else [])
 
 
-def main():
+def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", required=True, help="Runs and data go here.")
     parser.add_argument("--base", help="A model file to adapt (else the quickstart trained).")
@@ -100,22 +107,28 @@ def main():
     parser.add_argument("--lora-rate", type=float, default=5.0, help="... of LoRA runs")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS)
     parser.add_argument("--model-override", action="append", default=[], metavar="F=V")
-    arguments = parser.parse_args()
+    return parser.parse_args()
 
-    work = os.path.abspath(arguments.work_dir)
-    quiet = ["--verbose", "0", "--no-validate", "--no-export", "--average-last", "1"]
-    quiet += ["--beam-size", "1", "--metrics", "bleu", "--log-every-steps", "1"]
-    base = arguments.base
-    old_data = os.path.join(work, "statements")  # the old domain's test split
+
+# Every run: no validation or SavedModel, the last weights, greedy test BLEU, a log line a step.
+QUIET = ["--verbose", "0", "--no-validate", "--no-export", "--average-last", "1"]
+QUIET += ["--beam-size", "1", "--metrics", "bleu", "--log-every-steps", "1"]
+
+
+def prepare(arguments, work):
+    """`(base model file, old domain's data folder, new domain's)`; the base trained first
+    unless `--base` gives it (a run already in `work` is kept)."""
+    base, old_data = arguments.base, os.path.join(work, "statements")
     if base is None:
         run = os.path.join(work, "base")
-        overrides = [f"--model-override={value}" for value in arguments.model_override]
-        train(
-            "--output-dir", run, "--max-steps", arguments.base_steps, "--synthetic-sizes",
-            *arguments.sizes, "--checkpoint-every-steps", arguments.base_steps, *overrides,
-            *quiet,
-        )  # fmt: skip
         base, old_data = os.path.join(run, "model.keras"), os.path.join(run, "data")
+        overrides = [f"--model-override={value}" for value in arguments.model_override]
+        if not os.path.exists(base):
+            train(
+                "--output-dir", run, "--max-steps", arguments.base_steps, "--synthetic-sizes",
+                *arguments.sizes, "--checkpoint-every-steps", arguments.base_steps,
+                *overrides, *QUIET,
+            )  # fmt: skip
     train_size, valid_size, test_size = arguments.sizes
     if not os.path.exists(os.path.join(old_data, "test.en")):
         write_synthetic_corpus(old_data, train_size=1, valid_size=1, test_size=test_size, seed=2)
@@ -125,47 +138,60 @@ def main():
             new_data, train_size=train_size, valid_size=valid_size, test_size=test_size,
             seed=1, domain="requests",
         )  # fmt: skip
-    model_bytes = os.path.getsize(base)
-    _, total = parameters(base, "full")
-    rows = [
-        ("base", bleu(base, new_data, work, "base-new"), bleu(base, old_data, work, "base-old"))
-        + (0, None, None)
-    ]
-    for variant in arguments.variants:
-        run = os.path.join(work, variant)
+    return base, old_data, new_data
+
+
+def adapted(variant, arguments, work, base, old_data, new_data):
+    """The table row of one variant: its run trained first (a finished one is kept)."""
+    run = os.path.join(work, variant)
+    if not os.path.exists(os.path.join(run, "model.keras")):
         train(
             "--init-from", base, "--data-dir", new_data, "--output-dir", run,
             "--max-steps", arguments.steps, "--warmup-steps", arguments.warmup_steps,
             "--checkpoint-every-steps", arguments.steps, *variant_flags(variant, arguments),
-            *quiet,
+            *QUIET,
         )  # fmt: skip
-        model = os.path.join(run, "model.keras")
-        adapter = os.path.join(run, "adapter.lora")
-        size = os.path.getsize(adapter) if os.path.exists(adapter) else None
-        rows.append(
-            (
-                variant,
-                bleu(model, new_data, work, f"{variant}-new"),
-                bleu(model, old_data, work, f"{variant}-old"),
-                parameters(base, variant)[0],
-                size,
-                steps_per_second(run),
-            )
-        )
+    adapter = os.path.join(run, "adapter.lora")
+    return (
+        variant,
+        run_bleu(run),  # its test split: the new domain's, decoded greedily
+        bleu(os.path.join(run, "model.keras"), old_data, work, f"{variant}-old"),
+        parameters(base, variant)[0],
+        os.path.getsize(adapter) if os.path.exists(adapter) else None,
+        steps_per_second(run),
+    )
+
+
+def main():
+    arguments = parse_arguments()
+    work = os.path.abspath(arguments.work_dir)
+    base, old_data, new_data = prepare(arguments, work)
+    model_bytes = os.path.getsize(base)
+    _, total = parameters(base, "full")
+    print("| variant | new BLEU | old BLEU | trainable | share | file | share | steps/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    new, old = bleu(base, new_data, work, "base-new"), bleu(base, old_data, work, "base-old")
+    rows = [("base", new, old, 0, None, None)]
+    print_row(rows[0], total, model_bytes)
+    for variant in arguments.variants:
+        rows.append(adapted(variant, arguments, work, base, old_data, new_data))
+        print_row(rows[-1], total, model_bytes)
     report(rows, total, model_bytes)
 
 
+def print_row(row, total, model_bytes):
+    name, new, old, trainable, size, speed = row
+    file = "-" if size is None else f"{size / 1024:.0f} KiB"
+    file_share = "-" if size is None else f"{100 * size / model_bytes:.1f}%"
+    rate = "-" if speed is None else f"{speed:.2f}"
+    print(
+        f"| {name} | {new:.1f} | {old:.1f} | {trainable:,} | {100 * trainable / total:.2f}% "
+        f"| {file} | {file_share} | {rate} |",
+        flush=True,
+    )
+
+
 def report(rows, total, model_bytes):
-    print("| variant | new BLEU | old BLEU | trainable | share | file | share | steps/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, new, old, trainable, size, speed in rows:
-        file = "-" if size is None else f"{size / 1024:.0f} KiB"
-        file_share = "-" if size is None else f"{100 * size / model_bytes:.1f}%"
-        rate = "-" if speed is None else f"{speed:.2f}"
-        print(
-            f"| {name} | {new:.1f} | {old:.1f} | {trainable:,} | {100 * trainable / total:.2f}% "
-            f"| {file} | {file_share} | {rate} |"
-        )
     print(f"\nModel: {total:,} parameters, model.keras {model_bytes / 1024:.0f} KiB.")
     found = {row[0]: row for row in rows}
     if "full" in found and "lora8" in found:

@@ -30,6 +30,12 @@ def weights_fingerprint(model):
 
     Returns:
         str, 64 hex digits.
+
+    Example:
+
+    >>> model, _ = load_translation_model("opus-mt-en-de.keras")
+    >>> weights_fingerprint(model)[:12]
+    '776b1c1f7783'
     """
     from keras import ops
 
@@ -91,6 +97,11 @@ def read_adapter_settings(path, flag="--adapter"):
 
     Raises:
         FileNotFoundError, ValueError: one line naming `flag` and the file.
+
+    Example:
+
+    >>> read_adapter_settings("runs/my-domain-lora/adapter.lora")["rank"]
+    8
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{flag} {path}: no such file; expected {EXPECTED}.")
@@ -122,6 +133,12 @@ def apply_adapter(model, path, flag="--adapter"):
         ValueError: one line: not an adapter, an adapter of another base model
             (its fingerprint differs from the model's weights'), or a model
             that has LoRA already.
+
+    Example:
+
+    >>> model, tokenizer = load_translation_model("opus-mt-en-de.keras")
+    >>> apply_adapter(model, "runs/my-domain-lora/adapter.lora").lora_settings["targets"]
+    'attention'
     """
     settings = read_adapter_settings(path, flag)
     if model.lora_settings:

@@ -502,8 +502,8 @@ class Seq2SeqTransformer(keras.Model):
 
         >>> model = Seq2SeqTransformer.from_architecture("base", vocabulary_size=37000)
         >>> model.enable_lora(8)
-        >>> sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-        466944
+        >>> sum(math.prod(w.shape) for w in model.trainable_weights)  # 2.6% of the model
+        1944576
         """
         if self.lora_settings:
             raise ValueError(f"LoRA is already enabled on this model: {self.lora_settings}")
