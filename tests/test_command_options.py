@@ -144,4 +144,9 @@ def test_translate_passes_the_decoding_flags_as_one_decoding_config():
     assert decoding == DecodingConfig(
         beam_size=6, num_results=2, alpha=1.0, length_penalty_rule="average"
     )
-    assert parsed_config(parser, translate.TranslateOptions(), arguments, added).model == "m.keras"
+    options = parsed_config(parser, translate.TranslateOptions(), arguments, added)
+    assert options.model == ("m.keras",)
+    # --model repeated: an ensemble's models, in order.
+    arguments = parser.parse_args(["--model", "a.keras", "--model", "b.keras"])
+    options = parsed_config(parser, translate.TranslateOptions(), arguments, added)
+    assert options.model == ("a.keras", "b.keras")

@@ -54,14 +54,17 @@ Formats:
 class TranslateOptions(DataclassConfig):
     """What `translate` reads and writes; the decoding itself is a `DecodingConfig`."""
 
-    model: str | None = setting(
+    model: tuple[str, ...] | None = setting(
         None,
         "A .keras file of save_translation_model (model and tokenizer), a run directory, a "
         "Marian / OPUS-MT folder, a fairseq checkpoint (or its folder), or a Hugging Face id "
-        "(Helsinki-NLP/opus-mt-en-de; downloaded once into huggingface_hub's cache).",
+        "(Helsinki-NLP/opus-mt-en-de; downloaded once into huggingface_hub's cache). Several "
+        "(--model A --model B): an ensemble averaging their probabilities at each step; their "
+        "tokenizers must be the same.",
         metavar="PATH",
         group="model",
         required=True,
+        action="extend",
     )
     run_dir: str | None = setting(
         None,
@@ -137,17 +140,43 @@ def check_paths(parser, options):
             parser.error(str(error))
 
 
-def _model_source(parser, options):
-    """The `ModelSource` of --model (a file, folder or Hugging Face id) or --run-dir."""
+def _model_sources(parser, options):
+    """The `ModelSource`s of each --model (a file, folder or Hugging Face id) or of --run-dir."""
     from keras_transformer.pretrained.model_source import ModelSource, find_model_source
 
     try:
         if options.run_dir is not None:
             path = RunDirectory(options.run_dir).model_file()
-            return ModelSource(options.run_dir, "keras", resolve_model_file(path, "translate"))
-        return find_model_source(options.model, "translate")
+            return [ModelSource(options.run_dir, "keras", resolve_model_file(path, "translate"))]
+        if options.adapter is not None and len(options.model) > 1:
+            parser.error("--adapter applies to one --model, not to an ensemble")
+        return [find_model_source(model, "translate") for model in options.model]
     except (ValueError, ImportError) as error:
         parser.error(f"--{'run-dir' if options.run_dir is not None else 'model'} {error}")
+
+
+def _load_models(model_sources):
+    """`(model or list of models, tokenizer)`; ValueError when the tokenizers differ."""
+    from keras_transformer.pretrained.model_source import load_model_source
+
+    loaded = [load_model_source(source) for source in model_sources]
+    tokenizer = loaded[0][1]
+    for source, (_, other) in zip(model_sources[1:], loaded[1:], strict=True):
+        if not _same_tokenizer(tokenizer, other):
+            raise ValueError(
+                f"--model {source.name} has another tokenizer than --model "
+                f"{model_sources[0].name}; an ensemble's models must share one"
+            )
+    models = [model for model, _ in loaded]
+    return (models if len(models) > 1 else models[0]), tokenizer
+
+
+def _same_tokenizer(first, second):
+    if type(first) is not type(second):
+        return False
+    if hasattr(first, "sentencepiece_files"):
+        return first.sentencepiece_files() == second.sentencepiece_files()
+    return first.get_config() == second.get_config()
 
 
 @contextlib.contextmanager
@@ -177,7 +206,7 @@ def _warn(message):
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
-def translate(options, decoding, model_source, stdout):
+def translate(options, decoding, model_sources, stdout):
     """Loads the model and streams the input through it; returns the exit status.
 
     On JAX the compiled searches are kept in the user's cache directory
@@ -188,22 +217,25 @@ def translate(options, decoding, model_source, stdout):
     from keras_transformer.utils.compilation_cache import user_cache_directory
 
     with backend.compilation_cache(user_cache_directory()):
-        return _translate_stream(options, decoding, model_source, stdout)
+        return _translate_stream(options, decoding, model_sources, stdout)
 
 
-def _translate_stream(options, decoding, model_source, stdout):
+def _translate_stream(options, decoding, model_sources, stdout):
     from keras_transformer.decoding import Translator
-    from keras_transformer.pretrained.model_source import load_model_source
     from keras_transformer.text.line_chunks import LineChunks
     from keras_transformer.utils.count_progress import CountProgress
 
     try:
-        model, tokenizer = load_model_source(model_source)
+        model, tokenizer = _load_models(model_sources)
         if options.adapter is not None:
             from keras_transformer.export.lora_adapter import apply_adapter
 
             apply_adapter(model, options.adapter)
-        decoding = decoding.replace(max_source_length=decoding.kept_source_length(model.config))
+        limit = min(
+            decoding.kept_source_length(each.config)
+            for each in (model if isinstance(model, list) else [model])
+        )
+        decoding = decoding.replace(max_source_length=limit)
     except (ValueError, OSError, ImportError) as error:
         _warn(f"error: {' '.join(str(error).split())}")
         return 2
@@ -265,14 +297,14 @@ def main(argv=None, prog=PROG):
     options = parsed_config(parser, TranslateOptions(), arguments, added)
     decoding = parsed_config(parser, DecodingConfig(), arguments, decoding_added)
     check_paths(parser, options)
-    model_source = _model_source(parser, options)
+    model_sources = _model_sources(parser, options)
     sys.stdout.flush()
     stdout = getattr(sys.stdout, "buffer", None) or sys.stdout
     # Whatever Keras or TensorFlow print (progress bars, messages) goes to stderr: stdout
     # carries only the translations.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            return translate(options, decoding, model_source, stdout)
+            return translate(options, decoding, model_sources, stdout)
         except BrokenPipeError:
             # The reader went away (`| head`): stop quietly, as a Unix filter does.
             with contextlib.suppress(OSError):

@@ -19,6 +19,7 @@ __all__ = lazy_exports(
         "build_sampling_search": "sampling_search",
         "sampling_log_probs": "sampling_search",
         "DecodingConfig": "decoding_config",
+        "Ensemble": "ensemble",
         "get_search": "decoding_config",
         "SearchStrategy": "search_strategy",
         "Translator": "translator",

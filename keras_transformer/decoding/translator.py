@@ -7,6 +7,7 @@ import numpy as np
 
 from keras_transformer import backend
 from keras_transformer.decoding.decoding_config import DecodingConfig, get_search
+from keras_transformer.decoding.ensemble import Ensemble
 from keras_transformer.utils.count_progress import CountProgress
 from keras_transformer.utils.map_in_order import map_in_order
 
@@ -40,7 +41,9 @@ class Translator:
     Empty and whitespace-only sentences translate to `""` without decoding.
 
     Args:
-        model: a trained `Seq2SeqTransformer`.
+        model: a trained `Seq2SeqTransformer`, or a list of them sharing
+            `tokenizer`: an `Ensemble`, which averages their next-token
+            probabilities at each step.
         tokenizer: the model's tokenizer, a `SubwordTokenizer` or
             `JointVocabularyTokenizer` (provides `bos_id`, `eos_id`,
             tokenizing and `detokenize`; see `TranslationTokenizer`).
@@ -67,6 +70,7 @@ class Translator:
     ['Ein Hund rennt.', 'Zwei Männer unterhalten sich.']
     >>> Translator(model, tokenizer, DecodingConfig(beam_size=5, alpha=1.0))
     >>> Translator(model, tokenizer, search="sampling", top_p=0.9, num_results=4)
+    >>> Translator([model, other_checkpoint], tokenizer)  # an ensemble
     """
 
     def __init__(
@@ -80,6 +84,8 @@ class Translator:
         **settings,
     ):
         decoding = DecodingConfig.from_settings(decoding, **settings)
+        if isinstance(model, list | tuple):
+            model = model[0] if len(model) == 1 else Ensemble(model)
         self.model = model
         self.tokenizer = tokenizer
         self.decoding = decoding

@@ -208,10 +208,11 @@ def _add_argument(parser, flag, field, options, groups):
     `group=NAME` (flags of one NAME are mutually exclusive; the group is
     required when a member says `required=True`), `required=True`,
     `aliases` (more flag names), `nargs="?"` with `const` (a flag whose
-    value may be left out).
+    value may be left out), `action="extend"` (a tuple field's flag that
+    may be repeated, its values joined).
     """
     metadata = field.metadata
-    options.update({key: metadata[key] for key in ("nargs", "const") if key in metadata})
+    options.update({key: metadata[key] for key in ("nargs", "const", "action") if key in metadata})
     if metadata.get("positional"):
         del options["dest"], options["default"]
         parser.add_argument(field.name, **options)
