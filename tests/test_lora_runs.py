@@ -102,6 +102,8 @@ def test_lora_settings_and_adapters_are_refused_in_one_line(start, tmp_path, cap
     assert "above the width" in refused(train(start, output, "--lora-rank", 9))
     assert "give `init_from`" in refused(cli_train("--output-dir", output, "--lora-rank", 2))
     assert "give `lora_rank`" in refused(train(start, output, "--lora-alpha", 4))
+    error = refused(train(start, output, "--lora-targets", "attention+ffn"))
+    assert "give `lora_rank`" in error
     error = refused(train(start, output, "--lora-rank", 2, "--freeze", "encoder"))
     assert "LoRA freezes the whole model already" in error
     assert "--freeze" in refused(train(start, output, "--freeze", "attention"))

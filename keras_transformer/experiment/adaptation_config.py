@@ -63,6 +63,8 @@ class AdaptationConfig(DataclassConfig):
             raise ValueError(f"`lora_alpha` must be > 0. Received: lora_alpha={self.lora_alpha}")
         if self.lora_rank is None and self.lora_alpha is not None:
             raise ValueError("`lora_alpha` scales LoRA adapters: give `lora_rank` too.")
+        if self.lora_rank is None and self.lora_targets != LORA_TARGETS[0]:
+            raise ValueError("`lora_targets` chooses where LoRA adapters go: give `lora_rank` too.")
         if self.lora_rank is not None and self.freeze:
             raise ValueError(
                 "`freeze` with `lora_rank`: LoRA freezes the whole model already. "
