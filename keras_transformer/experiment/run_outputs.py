@@ -15,7 +15,8 @@ from keras_transformer.utils.same_file import is_inside, same_file
 # Files at the top of the output directory that a run writes or replaces (the test
 # translations, `{test target file}.hyp`, are added by `written_paths`). They match
 # `RUN_CONFIG_FILE`, data_order_settings' `SETTINGS_FILE`, the saved model's name, the
-# `CSV_NAME`s of TrainingMonitor and ValidationCallback, the scores and `OutputDirLock.NAME`.
+# `CSV_NAME`s of TrainingMonitor and ValidationCallback, the scores, a LoRA run's adapters and
+# `OutputDirLock.NAME`.
 RUN_FILES = (
     "config.json",
     "data_order.json",
@@ -23,6 +24,7 @@ RUN_FILES = (
     "train_log.csv",
     "valid_log.csv",
     "scores.json",
+    "adapter.lora",
     ".run.lock",
 )
 # Folders whose files a run writes, replaces or deletes: checkpoints (pruned), the
