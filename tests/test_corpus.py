@@ -238,7 +238,7 @@ def test_command_line_translation_with_a_line_break_stays_aligned(tmp_path, monk
             return [[(sentence.replace("|", "\n"), 0.0)] for sentence in sentences]
 
     model = types.SimpleNamespace(config=TransformerConfig(vocabulary_size=8))
-    monkeypatch.setattr(keras_transformer.commands.translate, "_model_source", lambda *a: None)
+    monkeypatch.setattr(keras_transformer.commands.translate, "_model_sources", lambda *a: [None])
     monkeypatch.setattr(
         keras_transformer.pretrained.model_source, "load_model_source", lambda *a: (model, 0)
     )
