@@ -17,7 +17,7 @@ import pytest
 from conftest import random_token_ids, to_numpy
 
 from keras_transformer import Seq2SeqTransformer
-from keras_transformer.decoding import build_beam_search, build_greedy_search
+from keras_transformer.decoding import build_beam_search, build_greedy_search, build_sampling_search
 
 OTHER_BACKEND = {"tensorflow": "jax", "jax": "torch", "torch": "tensorflow"}[
     keras.backend.backend()
@@ -25,6 +25,10 @@ OTHER_BACKEND = {"tensorflow": "jax", "jax": "torch", "torch": "tensorflow"}[
 BOS, EOS = 2, 3
 # 1 (set in CI): fail rather than skip when the other backend is not installed.
 REQUIRE_ALL_BACKENDS = os.environ.get("KERAS_TRANSFORMER_REQUIRE_ALL_BACKENDS") == "1"
+# Samples of one seed: the same on every backend (a counter-based hash draws them).
+SAMPLING = {
+    "num_results": 3, "temperature": 1.2, "top_p": 0.9, "sampling_seed": 4, "max_extra_length": 4
+}  # fmt: skip
 
 SCRIPT = textwrap.dedent(
     """
@@ -32,7 +36,9 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     import keras
     from keras_transformer import Seq2SeqTransformer
-    from keras_transformer.decoding import build_beam_search, build_greedy_search
+    from keras_transformer.decoding import (
+        build_beam_search, build_greedy_search, build_sampling_search
+    )
 
     workdir = sys.argv[1]
     with open(f"{workdir}/config.json") as f:
@@ -56,9 +62,12 @@ SCRIPT = textwrap.dedent(
     beam_tokens, beam_scores = map(keras.ops.convert_to_numpy, beam(source))
     greedy = build_greedy_search(model, bos_id=2, eos_id=3, max_extra_length=4)
     greedy_tokens, greedy_scores = map(keras.ops.convert_to_numpy, greedy(source))
+    sampling = build_sampling_search(model, bos_id=2, eos_id=3, **SAMPLING)
+    sampling_tokens, sampling_scores = map(keras.ops.convert_to_numpy, sampling(source))
     np.savez(f"{workdir}/out.npz", logits=logits, steps=np.concatenate(steps, axis=1),
              beam_tokens=beam_tokens, beam_scores=beam_scores, greedy_tokens=greedy_tokens,
-             greedy_scores=greedy_scores, backend=keras.backend.backend())
+             greedy_scores=greedy_scores, sampling_tokens=sampling_tokens,
+             sampling_scores=sampling_scores, backend=keras.backend.backend())
     """
 )
 
@@ -85,7 +94,7 @@ def test_same_weights_same_logits_and_outputs_on_the_next_backend(tiny_config, t
 
     env = {**os.environ, "KERAS_BACKEND": OTHER_BACKEND, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", f"SAMPLING = {SAMPLING!r}\n{SCRIPT}", str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,
@@ -97,11 +106,13 @@ def test_same_weights_same_logits_and_outputs_on_the_next_backend(tiny_config, t
     np.testing.assert_allclose(other["logits"], logits, atol=1e-5)
     # Every cached step on the other backend matches this backend's full forward pass.
     np.testing.assert_allclose(other["steps"], logits, atol=1e-5)
-    # Cached beam (4 beams, alpha 0.6, two results) and greedy search: the same tokens.
+    # Cached beam (4 beams, alpha 0.6, two results), greedy search and sampling (3 samples of
+    # one seed): the same tokens.
     source = inputs["encoder_token_ids"]
     beam = build_beam_search(model, bos_id=BOS, eos_id=EOS, num_results=2, max_extra_length=4)
     greedy = build_greedy_search(model, bos_id=BOS, eos_id=EOS, max_extra_length=4)
-    for name, search in (("beam", beam), ("greedy", greedy)):
+    sampling = build_sampling_search(model, bos_id=BOS, eos_id=EOS, **SAMPLING)
+    for name, search in (("beam", beam), ("greedy", greedy), ("sampling", sampling)):
         tokens, scores = map(to_numpy, search(source))
         assert (tokens[..., 0] != 0).any()  # some hypothesis is not empty
         np.testing.assert_array_equal(other[f"{name}_tokens"], tokens)
