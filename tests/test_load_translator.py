@@ -181,6 +181,7 @@ def test_names_that_are_no_model_get_one_line(marian, tmp_path, capsys, monkeypa
     (tmp_path / "runs").mkdir()
     monkeypatch.chdir(tmp_path)  # `runs/bse` beside `runs/`: a mistyped path, not an id
     assert is_hub_id(HUB_ID) and not is_hub_id("runs/bse") and not is_hub_id("a/b/c")
+    assert not is_hub_id("models/base.keras") and not is_hub_id("../x")
     partial = tmp_path / "partial"
     shutil.copytree(marian["folder"], partial)
     os.remove(partial / "model.safetensors")

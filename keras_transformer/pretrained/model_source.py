@@ -54,11 +54,13 @@ class ModelSource:
 def is_hub_id(name):
     """Whether `name`, which is not a path on disk, reads as a Hugging Face id (ORG/NAME).
 
-    A name whose first part is a local folder (`runs/bse` beside `runs/`) is a
-    mistyped path, not an id.
+    A name whose first part is a local folder (`runs/bse` beside `runs/`), or that
+    ends as a model file does (`.keras`, `.pt`), is a mistyped path, not an id.
     """
     name = os.fspath(name)
     if not isinstance(name, str) or not HUB_ID.fullmatch(name) or ".." in name:
+        return False
+    if name.endswith((".keras", ".pt")):  # a model file's name: a path that is missing
         return False
     return not os.path.exists(name) and not os.path.isdir(name.split("/")[0])
 
