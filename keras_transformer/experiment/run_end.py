@@ -57,6 +57,10 @@ def stopped_by_loss(error, checkpoint, validation):
         A `TrainingDivergedError` (or `FloatingPointError`) to raise: the
         error, the last good checkpoint, the files set aside, the recovery.
     """
+    if "Last good checkpoint: none" in str(error):  # PeriodicCheckpoint's, which names it
+        return FloatingPointError(f"{error}; {RECOVERY.format(where='the start')}")
+    if "Last good checkpoint" in str(error):
+        return FloatingPointError(f"{error}; {RECOVERY.format(where='it')}")
     first = getattr(error, "first_step", None)
     renamed = []
     if first is not None:

@@ -226,8 +226,6 @@ def training(config, distribution, model, start, corpus, tokenizer, valid, outpu
         )
     except FloatingPointError as error:
         checkpoint.restore_signal_handlers()
-        if "checkpoint" in str(error):
-            raise
         # A divergence began at `first_step`: checkpoints from then on are not good ones.
         raise stopped_by_loss(error, checkpoint, validation) from error
     return setup, str(train.summary)

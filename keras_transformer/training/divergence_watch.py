@@ -22,7 +22,8 @@ class DivergenceWatch:
     A loss that is not finite is caught elsewhere (`TrainingMonitor`); a
     learning rate far too high can instead drive the loss to 1e14 and keep it
     finite. The rule, applied to each record of the mean loss over the steps
-    since the previous one:
+    since the previous one (`TrainingMonitor` records at its log steps,
+    before each checkpoint save and when training ends):
 
     - The running level starts at `initial_level` (for a fresh model, the
       loss of a uniform prediction, ln V; or the first record's loss when
