@@ -128,6 +128,7 @@ class DecodingConfig(DataclassConfig):
     temperature: float = decoding_setting(
         1.0,
         "Sampling: the log-probabilities are divided by it (< 1 sharper, > 1 flatter).",
+        metavar="T",
         above=0,
         served=True,
         strategy="sampling",
@@ -155,7 +156,8 @@ class DecodingConfig(DataclassConfig):
     )
     sampling_seed: int = decoding_setting(
         0,
-        "Sampling: the seed; the same seed, inputs and batches give the same samples.",
+        "Sampling: the seed; with the same seed a sentence gets the same samples, whatever "
+        "the batch or the backend.",
         flag="--seed",
         metavar="N",
         minimum=0,
