@@ -131,6 +131,8 @@ def final_weights(config, setup, valid):
                 f"the average of the last {len(paths)} checkpoints{fewer} in "
                 f"{checkpoint.directory} ({_steps(paths)}; --final-model average, paper 6.1)"
             )
+        else:
+            _final("the last weights (no checkpoint to average; --final-model average)")
     else:
         last = checkpoint.last_checkpoint()
         _final(f"the last weights ({os.path.basename(last) if last else 'not saved'}; "
