@@ -403,6 +403,12 @@ def input_path_cases(made, tmp_path):
         ("train", "--data-dir"): ["--data-dir", "{absent}", "--output-dir", out],
         ("train", "--vocabulary"): ["--vocabulary", "{absent}", "--output-dir", out],
         ("train", "--init-from"): ["--init-from", "{absent}", "--output-dir", out],
+        ("train", "--extra-source"): [
+            *("--extra-source", "{absent}", "--extra-target", sentences, "--output-dir", out)
+        ],
+        ("train", "--extra-target"): [
+            *("--extra-source", sentences, "--extra-target", "{absent}", "--output-dir", out)
+        ],
     }
 
 

@@ -14,6 +14,11 @@ load no backend): nothing here may import keras, tensorflow, jax or torch.
 import os
 
 from keras_transformer.compat import configured_backend
+from keras_transformer.experiment.extra_pairs import (
+    check_extra_files,
+    check_vocabulary_tag,
+    training_files,
+)
 from keras_transformer.experiment.init_from import check_vocabulary_file, run_model_config
 from keras_transformer.experiment.output_dir_lock import check_output_dir_free
 from keras_transformer.experiment.run_config_file import (
@@ -147,7 +152,9 @@ def check_inputs(config):
         # A translation model file, undamaged; a LoRA rank its projections allow.
         config.adaptation.check_model(run_model_config(config.model))
     if data.vocabulary_file is not None:
-        check_vocabulary_file(data.vocabulary_file)
+        proto = check_vocabulary_file(data.vocabulary_file)
+        check_vocabulary_tag(data, proto, f"--vocabulary {data.vocabulary_file}")
+    check_extra_files(data)
     needs_valid = check_valid_settings(config)
     if data.generated:
         _check_generated_splits(data, needs_valid)
@@ -220,7 +227,7 @@ def check_before_training(config, command_line=None, output_dir=True):
         return splits  # other processes write in subfolders named once they start
     check_output_dir_free(path)
     if os.path.exists(os.path.join(path, RUN_CONFIG_FILE)):
-        data_files = splits.train if splits is not None else None
+        data_files = training_files(config.data, splits.train if splits is not None else None)
         settings = run_settings(config, config.pipeline_config(), command_line, data_files)
         check_resumed_settings(settings, path)
     return splits

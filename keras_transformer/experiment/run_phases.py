@@ -16,6 +16,7 @@ from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.adaptation import adapt_model, save_adaptation
 from keras_transformer.experiment.data_order_settings import check_data_order_settings
+from keras_transformer.experiment.extra_pairs import vocabulary_symbols, with_extra_pairs
 from keras_transformer.experiment.init_from import given_vocabulary, run_model_config
 from keras_transformer.experiment.run_end import (
     final_weights,  # noqa: F401 (phase 5)
@@ -88,6 +89,8 @@ def data(config, output_dir, splits):
         )
     else:
         corpus = ParallelCorpus.from_files(*splits.train)
+    # --extra-source/--extra-target (tagged with --tag-extra) join the training pairs only.
+    corpus = with_extra_pairs(settings, corpus, verbose=config.verbose)
     return data_dir, splits, corpus
 
 
@@ -115,6 +118,7 @@ def vocabulary(config, corpus, output_dir):
         lowercase=settings.vocabulary_lowercase,
         seed=config.seed,
         output_path=path,
+        user_symbols=vocabulary_symbols(settings),  # the --tag-extra tag, one piece
     )
 
 

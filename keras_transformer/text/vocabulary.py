@@ -117,6 +117,7 @@ def train_vocabulary(
     lowercase=False,
     num_threads=DEFAULT_THREADS,
     output_path=None,
+    user_symbols=(),
 ):
     """Trains a shared SentencePiece vocabulary with SentencePiece's own trainer.
 
@@ -146,6 +147,9 @@ def train_vocabulary(
             unigram models do, so keep it fixed to reproduce one.
         output_path: str, `os.PathLike` or None. If given, the `.model` file
             is written there atomically (temporary file, then rename).
+        user_symbols: sequence of str, pieces the vocabulary keeps whole
+            wherever they occur in the text (SentencePiece's user-defined
+            symbols, ids 4 on), e.g. a tag such as `"\u2581<bt>"`.
 
     Returns:
         A `SubwordTokenizer`.
@@ -193,6 +197,7 @@ def train_vocabulary(
         "max_sentence_length": MAX_SENTENCE_BYTES,
         "num_threads": num_threads,
         "minloglevel": 2,
+        **({"user_defined_symbols": list(user_symbols)} if user_symbols else {}),
     }
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
