@@ -5,7 +5,7 @@ import sentencepiece
 from conftest import BACKEND_INDEPENDENT
 from test_command_startup import run_command
 
-from keras_transformer.experiment import DataConfig, ExperimentConfig
+from keras_transformer.experiment import DataConfig, ExperimentConfig, ExtraDataConfig
 from keras_transformer.experiment import run_phases as phases
 from keras_transformer.experiment.extra_pairs import EXTRA_TAG, EXTRA_TAG_PIECE, training_files
 from keras_transformer.experiment.run_config_file import run_settings
@@ -27,15 +27,16 @@ def corpus_dir(tmp_path_factory):
     return root
 
 
-def config_of(root, tmp_path, **data):
-    data = DataConfig(
-        data_dir=str(root),
+def config_of(root, tmp_path, tag_extra=False, **data):
+    extra = ExtraDataConfig(
         extra_source=str(root / "synthetic.en"),
         extra_target=str(root / "synthetic.de"),
-        vocabulary_size=120,
-        **data,
+        tag_extra=tag_extra,
     )
-    return ExperimentConfig(output_dir=str(tmp_path / "run"), data=data, verbose=0)
+    data = DataConfig(data_dir=str(root), vocabulary_size=120, **data)
+    return ExperimentConfig(
+        output_dir=str(tmp_path / "run"), data=data, extra_data=extra, verbose=0
+    )
 
 
 def lines(path):
@@ -74,12 +75,12 @@ def test_untagged_extra_pairs_are_counted_and_fingerprinted(corpus_dir, tmp_path
     splits = SplitFiles.find(config.data, config.data.data_dir, valid=False)
     _, _, corpus = phases.data(config, str(tmp_path), splits)
     assert list(corpus.sources[200:]) == lines(corpus_dir / "synthetic.en")
-    files = training_files(config.data, splits.train)
+    files = training_files(config.extra_data, splits.train)
     settings = run_settings(config, config.pipeline_config(), data_files=files)
     assert sorted(settings["data"]) == ["synthetic.de", "synthetic.en", "train.de", "train.en"]
-    assert settings["experiment"]["data"]["extra_source"] == str(corpus_dir / "synthetic.en")
+    assert settings["experiment"]["extra_data"]["extra_source"] == str(corpus_dir / "synthetic.en")
     # No extra pair: the training split alone, as before.
-    assert training_files(DataConfig(), splits.train) == splits.train
+    assert training_files(ExtraDataConfig(), splits.train) == splits.train
 
 
 def refusal(tmp_path, corpus_dir, *flags):

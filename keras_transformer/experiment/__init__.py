@@ -11,6 +11,7 @@ __all__ = lazy_exports(
         "DataConfig": "data_config",
         "DISTRIBUTIONS": "experiment_config",
         "ExperimentConfig": "experiment_config",
+        "ExtraDataConfig": "extra_data_config",
         "ModelSettings": "model_settings",
         "OptimizationConfig": "optimization_config",
         "ValidationConfig": "validation_config",

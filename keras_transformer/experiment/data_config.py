@@ -51,24 +51,6 @@ class DataConfig(DataclassConfig):
         "Split translated and scored at the end; a name under --data-dir or a path prefix "
         "such as data/wmt14/newstest2014.",
     )
-    extra_source: str | None = setting(
-        None,
-        "Extra source-language training file (e.g. back-translations), line-aligned with "
-        "--extra-target; its pairs join the training data only (concatenate several pairs "
-        "into one).",
-        metavar="FILE",
-    )
-    extra_target: str | None = setting(
-        None,
-        "Extra target-language training file, line-aligned with --extra-source.",
-        metavar="FILE",
-    )
-    tag_extra: bool = setting(
-        False,
-        "Start every --extra-source line with the reserved tag <bt>, one vocabulary piece "
-        "(tagged back-translation, Caswell et al. 2019); the model then tells synthetic "
-        "sources from real ones.",
-    )
     synthetic_sizes: tuple[int, ...] = setting(
         (20000, 500, 500), "Pairs of the generated corpus (train valid test) without --data-dir."
     )
@@ -123,15 +105,6 @@ class DataConfig(DataclassConfig):
             raise ValueError(
                 "`synthetic_sizes` must be three positive ints (train, valid, test). "
                 f"Received: synthetic_sizes={self.synthetic_sizes!r}"
-            )
-        if (self.extra_source is None) != (self.extra_target is None):
-            given, missing = ("--extra-source", "--extra-target")[
-                :: 1 if self.extra_target is None else -1
-            ]
-            raise ValueError(f"{given} needs {missing} (a line-aligned pair of files).")
-        if self.tag_extra and self.extra_source is None:
-            raise ValueError(
-                "--tag-extra needs --extra-source and --extra-target (the files it tags)."
             )
         unknown = sorted(set(self.pipeline_overrides) - set(PIPELINE_OVERRIDES))
         if unknown:

@@ -9,6 +9,7 @@ from keras_transformer.experiment.adaptation_config import AdaptationConfig
 from keras_transformer.experiment.checkpoint_config import CheckpointConfig
 from keras_transformer.experiment.config_checks import check_at_least, check_choices
 from keras_transformer.experiment.data_config import DataConfig
+from keras_transformer.experiment.extra_data_config import ExtraDataConfig
 from keras_transformer.experiment.model_settings import ModelSettings
 from keras_transformer.experiment.optimization_config import OptimizationConfig
 from keras_transformer.experiment.validation_config import ValidationConfig
@@ -54,6 +55,10 @@ class ExperimentConfig(DataclassConfig):
     )
     data: DataConfig = dataclasses.field(
         default_factory=DataConfig, metadata={"title": "data and vocabulary"}
+    )
+    extra_data: ExtraDataConfig = dataclasses.field(
+        default_factory=ExtraDataConfig,
+        metadata={"title": "extra training pairs (back-translation)"},
     )
     model: ModelSettings = dataclasses.field(
         default_factory=ModelSettings, metadata={"title": "model"}

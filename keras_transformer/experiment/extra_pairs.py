@@ -28,7 +28,7 @@ EXTRA_TAG_PIECE = "\u2581" + EXTRA_TAG
 
 
 def extra_files(data):
-    """`(source, target)` paths of a `DataConfig`'s extra pair, or None without one."""
+    """`(source, target)` paths of an `ExtraDataConfig`'s extra pair, or None without one."""
     if data.extra_source is None:
         return None
     return data.extra_source, data.extra_target
@@ -44,7 +44,7 @@ def check_extra_files(data):
     """Raises for a missing extra file, or extra files of different line counts.
 
     Args:
-        data: a `DataConfig`.
+        data: the run's `ExtraDataConfig`.
 
     Raises:
         FileNotFoundError: an extra file that does not exist (one line with its flag).
@@ -71,7 +71,7 @@ def training_files(data, train):
     """The files a run trains on: the training split's `train` paths, then the extra pair's.
 
     Args:
-        data: a `DataConfig`.
+        data: the run's `ExtraDataConfig`.
         train: the training split's `(source, target)` paths, or None (TFDS).
 
     Returns:
@@ -85,7 +85,7 @@ def with_extra_pairs(data, corpus, verbose=False):
     """`corpus` followed by the extra pairs, their sources tagged with `--tag-extra`.
 
     Args:
-        data: a `DataConfig`.
+        data: the run's `ExtraDataConfig`.
         corpus: the training split's `ParallelCorpus`.
         verbose: bool, also print the count on stderr.
 
@@ -137,7 +137,7 @@ def check_vocabulary_tag(data, proto, where):
     """`check_tag_piece` on a serialized SentencePiece model, when the run tags extra sources.
 
     Args:
-        data: a `DataConfig`.
+        data: the run's `ExtraDataConfig`.
         proto: bytes, the SentencePiece model.
         where: str, the vocabulary's flag and file, for the message.
     """

@@ -153,8 +153,8 @@ def check_inputs(config):
         config.adaptation.check_model(run_model_config(config.model))
     if data.vocabulary_file is not None:
         proto = check_vocabulary_file(data.vocabulary_file)
-        check_vocabulary_tag(data, proto, f"--vocabulary {data.vocabulary_file}")
-    check_extra_files(data)
+        check_vocabulary_tag(config.extra_data, proto, f"--vocabulary {data.vocabulary_file}")
+    check_extra_files(config.extra_data)
     needs_valid = check_valid_settings(config)
     if data.generated:
         _check_generated_splits(data, needs_valid)
@@ -227,7 +227,7 @@ def check_before_training(config, command_line=None, output_dir=True):
         return splits  # other processes write in subfolders named once they start
     check_output_dir_free(path)
     if os.path.exists(os.path.join(path, RUN_CONFIG_FILE)):
-        data_files = training_files(config.data, splits.train if splits is not None else None)
+        data_files = training_files(config.extra_data, splits.train if splits is not None else None)
         settings = run_settings(config, config.pipeline_config(), command_line, data_files)
         check_resumed_settings(settings, path)
     return splits

@@ -77,7 +77,7 @@ def run_experiment(config, command_line=None):
     output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
     pipeline = config.pipeline_config(num_replicas=distribution.replicas, **distribution.processes)
     # The training files' sizes and SHA-256: a resume on changed data is refused.
-    data_files = training_files(config.data, splits.train if splits is not None else None)
+    data_files = training_files(config.extra_data, splits.train if splits is not None else None)
     settings = run_settings(config, pipeline, command_line, data_files=data_files)
     recorded = check_resumed_settings(settings, output_dir)
     _prepare_output_dir(output_dir)
@@ -130,9 +130,9 @@ def _run(config, distribution, output_dir, splits, start_time):
     init_model, tokenizer = initial_model(config.model.init_from, output_dir, config.verbose)
     if tokenizer is None:
         tokenizer = phases.vocabulary(config, corpus, output_dir)
-    elif config.data.tag_extra:  # the --init-from model's vocabulary must hold the tag
+    elif config.extra_data.tag_extra:  # the --init-from model's vocabulary must hold the tag
         proto = getattr(tokenizer, "proto", None) or b""
-        check_vocabulary_tag(config.data, proto, f"--init-from {config.model.init_from}")
+        check_vocabulary_tag(config.extra_data, proto, f"--init-from {config.model.init_from}")
     # The valid split, read and batched once for validation, selection and its scores.
     valid = None if splits.valid is None else valid_batches(config.data, splits.valid, tokenizer)
     model, start = phases.compiled_model(

@@ -54,8 +54,8 @@ def run_inputs(config, splits):
     inputs = [
         ("--init-from", config.model.init_from),
         ("--vocabulary", config.data.vocabulary_file),
-        ("--extra-source", config.data.extra_source),
-        ("--extra-target", config.data.extra_target),
+        ("--extra-source", config.extra_data.extra_source),
+        ("--extra-target", config.extra_data.extra_target),
     ]
     if splits is not None:
         for flag, pair in (

@@ -90,7 +90,7 @@ def data(config, output_dir, splits):
     else:
         corpus = ParallelCorpus.from_files(*splits.train)
     # --extra-source/--extra-target (tagged with --tag-extra) join the training pairs only.
-    corpus = with_extra_pairs(settings, corpus, verbose=config.verbose)
+    corpus = with_extra_pairs(config.extra_data, corpus, verbose=config.verbose)
     return data_dir, splits, corpus
 
 
@@ -118,7 +118,7 @@ def vocabulary(config, corpus, output_dir):
         lowercase=settings.vocabulary_lowercase,
         seed=config.seed,
         output_path=path,
-        user_symbols=vocabulary_symbols(settings),  # the --tag-extra tag, one piece
+        user_symbols=vocabulary_symbols(config.extra_data),  # the --tag-extra tag, one piece
     )
 
 
