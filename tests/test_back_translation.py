@@ -1,5 +1,7 @@
 """Extra training pairs (`--extra-source/--extra-target`) and their tag (`--tag-extra`)."""
 
+import shutil
+
 import pytest
 import sentencepiece
 from conftest import BACKEND_INDEPENDENT
@@ -8,7 +10,11 @@ from test_command_startup import run_command
 from keras_transformer.experiment import DataConfig, ExperimentConfig, ExtraDataConfig
 from keras_transformer.experiment import run_phases as phases
 from keras_transformer.experiment.extra_pairs import EXTRA_TAG, EXTRA_TAG_PIECE, training_files
-from keras_transformer.experiment.run_config_file import run_settings
+from keras_transformer.experiment.run_config_file import (
+    check_resumed_settings,
+    run_settings,
+    write_run_config,
+)
 from keras_transformer.experiment.split_files import SplitFiles
 from keras_transformer.text import write_synthetic_corpus
 
@@ -81,6 +87,23 @@ def test_untagged_extra_pairs_are_counted_and_fingerprinted(corpus_dir, tmp_path
     assert settings["experiment"]["extra_data"]["extra_source"] == str(corpus_dir / "synthetic.en")
     # No extra pair: the training split alone, as before.
     assert training_files(ExtraDataConfig(), splits.train) == splits.train
+
+
+def test_a_resume_on_edited_extra_files_is_refused(corpus_dir, tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(corpus_dir, root)
+    config = config_of(root, tmp_path)
+    files = training_files(config.extra_data, (str(root / "train.en"), str(root / "train.de")))
+    settings = run_settings(config, config.pipeline_config(), data_files=files)
+    write_run_config(settings, str(tmp_path))
+    check_resumed_settings(settings, str(tmp_path))  # unchanged files resume
+    with open(root / "synthetic.de", "a", encoding="utf-8") as file:
+        file.write("noch eine\n")
+    with open(root / "synthetic.en", "a", encoding="utf-8") as file:
+        file.write("one more\n")
+    edited = run_settings(config, config.pipeline_config(), data_files=files)
+    with pytest.raises(ValueError, match=r"synthetic\.de was"):
+        check_resumed_settings(edited, str(tmp_path))
 
 
 def refusal(tmp_path, corpus_dir, *flags):
