@@ -10,8 +10,10 @@ from test_command_startup import run_command
 from keras_transformer.experiment import DataConfig, ExperimentConfig, ExtraDataConfig
 from keras_transformer.experiment import run_phases as phases
 from keras_transformer.experiment.extra_pairs import EXTRA_TAG, EXTRA_TAG_PIECE, training_files
+from keras_transformer.experiment.input_checks import check_inputs
 from keras_transformer.experiment.run_config_file import (
     check_resumed_settings,
+    data_fingerprint,
     run_settings,
     write_run_config,
 )
@@ -85,6 +87,13 @@ def test_untagged_extra_pairs_are_counted_and_fingerprinted(corpus_dir, tmp_path
     settings = run_settings(config, config.pipeline_config(), data_files=files)
     assert sorted(settings["data"]) == ["synthetic.de", "synthetic.en", "train.de", "train.en"]
     assert settings["experiment"]["extra_data"]["extra_source"] == str(corpus_dir / "synthetic.en")
+    # Extra files named as the training split's are fingerprinted each by its path.
+    same_names = [str(corpus_dir / "train.en"), str(corpus_dir / "train.de")]
+    (tmp_path / "bt").mkdir()
+    for path in list(same_names):
+        same_names.append(str(shutil.copy(path, tmp_path / "bt")))
+    fingerprint = data_fingerprint(same_names)
+    assert sorted(fingerprint) == sorted(same_names)
     # No extra pair: the training split alone, as before.
     assert training_files(ExtraDataConfig(), splits.train) == splits.train
 
@@ -141,3 +150,27 @@ def test_a_given_vocabulary_without_the_tag_is_refused(corpus_dir, tmp_path):
     flags += ["--extra-target", str(corpus_dir / "synthetic.de"), "--tag-extra"]
     line = refusal(tmp_path, corpus_dir, *flags, "--vocabulary", vocabulary)
     assert f"needs the piece {EXTRA_TAG_PIECE!r}" in line and vocabulary in line
+
+
+def test_an_init_from_model_without_the_tag_is_refused_and_one_with_it_passes(corpus_dir, tmp_path):
+    from conftest import small_config
+
+    from keras_transformer.export import save_translation_model
+    from keras_transformer.models import Seq2SeqTransformer
+
+    paths = {}
+    for tag_extra in (False, True):
+        config = config_of(corpus_dir, tmp_path / str(tag_extra), tag_extra=tag_extra)
+        splits = SplitFiles.find(config.data, config.data.data_dir, valid=False)
+        _, _, corpus = phases.data(config, str(tmp_path), splits)
+        tokenizer = phases.vocabulary(config, corpus, str(tmp_path / str(tag_extra)))
+        model = Seq2SeqTransformer(small_config(tokenizer.vocabulary_size()))
+        model.build()
+        paths[tag_extra] = str(tmp_path / f"tagged-{tag_extra}.keras")
+        save_translation_model(model, tokenizer, paths[tag_extra])
+    flags = ["--extra-source", str(corpus_dir / "synthetic.en")]
+    flags += ["--extra-target", str(corpus_dir / "synthetic.de"), "--tag-extra"]
+    line = refusal(tmp_path, corpus_dir, *flags, "--init-from", paths[False])
+    assert f"needs the piece {EXTRA_TAG_PIECE!r}" in line and paths[False] in line
+    tagged = config_of(corpus_dir, tmp_path, tag_extra=True)
+    check_inputs(tagged.replace(model={"init_from": paths[True], "model_overrides": {}}))

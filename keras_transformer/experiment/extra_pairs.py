@@ -10,13 +10,17 @@ The file checks are plain Python (no backend): `check_extra_files` runs before
 TensorFlow, JAX or torch loads.
 """
 
+import base64
 import dataclasses
+import json
 import logging
 import os
 import sys
+import zipfile
 
 from keras_transformer.text import ParallelCorpus
 from keras_transformer.text.text_files import open_binary
+from keras_transformer.utils.run_directory import TOKENIZER_MEMBER
 
 logger = logging.getLogger("keras_transformer.experiment")
 # The tag of tagged extra sources. Lowercase, so that case-folded vocabularies
@@ -150,3 +154,22 @@ def check_vocabulary_tag(data, proto, where):
         processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
         pieces = {processor.id_to_piece(index) for index in range(processor.get_piece_size())}
     check_tag_piece(pieces, where)
+
+
+def check_init_from_tag(data, path):
+    """`check_vocabulary_tag` on the `--init-from` model file's SentencePiece vocabulary.
+
+    Plain Python: the tokenizer's configuration is read from the `.keras`
+    archive. A tokenizer with no single SentencePiece model (an imported
+    Marian or fairseq model's) cannot hold the tag, and is refused too.
+
+    Args:
+        data: the run's `ExtraDataConfig`.
+        path: str, the `--init-from` model file (already checked to be one).
+    """
+    if not data.tag_extra:
+        return
+    with zipfile.ZipFile(path) as archive:
+        tokenizer = json.loads(archive.read(TOKENIZER_MEMBER))
+    proto = tokenizer.get("config", {}).get("proto")
+    check_vocabulary_tag(data, base64.b64decode(proto) if proto else b"", f"--init-from {path}")

@@ -16,6 +16,7 @@ import os
 from keras_transformer.compat import configured_backend
 from keras_transformer.experiment.extra_pairs import (
     check_extra_files,
+    check_init_from_tag,
     check_vocabulary_tag,
     training_files,
 )
@@ -151,6 +152,7 @@ def check_inputs(config):
     if config.model.init_from is not None:
         # A translation model file, undamaged; a LoRA rank its projections allow.
         config.adaptation.check_model(run_model_config(config.model))
+        check_init_from_tag(config.extra_data, config.model.init_from)
     if data.vocabulary_file is not None:
         proto = check_vocabulary_file(data.vocabulary_file)
         check_vocabulary_tag(config.extra_data, proto, f"--vocabulary {data.vocabulary_file}")

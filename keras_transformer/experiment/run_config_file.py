@@ -93,12 +93,17 @@ def data_fingerprint(paths):
     other sentences. Hashing reads each file once (about 1 s per GB).
 
     Args:
-        paths: the training split's `(source, target)` paths.
+        paths: the training files' paths: the training split's `(source,
+            target)`, then the extra pair's (`--extra-source/--extra-target`).
 
     Returns:
-        dict.
+        dict, keyed by file name, or by path where two files share a name.
     """
-    return {os.path.basename(path): _file_fingerprint(path) for path in paths}
+    names = [os.path.basename(path) for path in paths]
+    return {
+        name if names.count(name) == 1 else path: _file_fingerprint(path)
+        for name, path in zip(names, paths, strict=True)
+    }
 
 
 # `{(path, size, mtime_ns): fingerprint}`: the command checks a resume before the backend

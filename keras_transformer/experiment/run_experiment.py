@@ -16,7 +16,7 @@ from keras_transformer.experiment import input_checks
 from keras_transformer.experiment import run_phases as phases
 from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
-from keras_transformer.experiment.extra_pairs import check_vocabulary_tag, training_files
+from keras_transformer.experiment.extra_pairs import training_files
 from keras_transformer.experiment.init_from import check_init_tokenizer, initial_model
 from keras_transformer.experiment.output_dir_lock import OutputDirLock
 from keras_transformer.experiment.run_config_file import (
@@ -130,9 +130,6 @@ def _run(config, distribution, output_dir, splits, start_time):
     init_model, tokenizer = initial_model(config.model.init_from, output_dir, config.verbose)
     if tokenizer is None:
         tokenizer = phases.vocabulary(config, corpus, output_dir)
-    elif config.extra_data.tag_extra:  # the --init-from model's vocabulary must hold the tag
-        proto = getattr(tokenizer, "proto", None) or b""
-        check_vocabulary_tag(config.extra_data, proto, f"--init-from {config.model.init_from}")
     # The valid split, read and batched once for validation, selection and its scores.
     valid = None if splits.valid is None else valid_batches(config.data, splits.valid, tokenizer)
     model, start = phases.compiled_model(
