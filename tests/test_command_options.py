@@ -22,7 +22,7 @@ from keras_transformer.commands import (
     translate,
 )
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.utils.command_line import OneLineErrorParser
+from keras_transformer.utils.command_line import BackendLogOptions, OneLineErrorParser
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.numeric_settings import check_int
@@ -118,6 +118,8 @@ def test_every_flag_of_a_command_is_a_field_with_help(module):
     parser, added = module.build_parser()
     added = added if isinstance(added, tuple) else (added,)
     fields = {name: field for each in added for name, field in each.items()}
+    # `--verbose`, shared by these commands, is generated from its own options dataclass.
+    fields.update({field.name: field for field in dataclasses.fields(BackendLogOptions)})
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction):
             continue

@@ -6,6 +6,9 @@ OSError a command raises on the user's input (through `OneLineErrorParser.fail`)
 """
 
 import argparse
+import dataclasses
+
+from keras_transformer.utils.config_arguments import add_config_arguments
 
 # Exit status of every user error (argparse's own for a bad invocation).
 USER_ERROR_STATUS = 2
@@ -27,21 +30,34 @@ def one_line(error):
     return " ".join(message.split())
 
 
+@dataclasses.dataclass(frozen=True)
+class BackendLogOptions:
+    """The flag every command but `train` shares (`train --verbose 2` does the same)."""
+
+    verbose: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "Also show the backends' own log lines on stderr (TensorFlow, XLA, CUDA, "
+            "absl), which are hidden unless TF_CPP_MIN_LOG_LEVEL is set.",
+            "action": "store_true",
+        },
+    )
+
+
 def add_verbose_flag(parser):
     """Adds `--verbose`: the backends' own log lines on stderr (`utils/backend_logs.py`).
 
     The entry points read the flag from the arguments before the backend loads
-    (`wants_backend_logs`); here it is accepted and shown in `--help`.
+    (`wants_backend_logs`); here it is accepted and shown in `--help`, generated
+    from `BackendLogOptions` like every other flag.
 
     Args:
         parser: an `argparse.ArgumentParser`.
+
+    Returns:
+        `{dest: field}` of the flag added.
     """
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        help="Also show the backends' own log lines on stderr (TensorFlow, XLA, CUDA, absl), "
-        "which are hidden unless TF_CPP_MIN_LOG_LEVEL is set.",
-    )
+    return add_config_arguments(parser, BackendLogOptions())
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
