@@ -34,8 +34,22 @@ def load_unmerged(layer, store):
     return True
 
 
+class UnmergedLoraSaving:
+    """Mixed into a Keras layer with `enable_lora`: its factors are saved and loaded unmerged."""
+
+    def save_own_variables(self, store):
+        if self.built and self.lora_enabled:
+            save_unmerged(self, store)
+        else:
+            super().save_own_variables(store)
+
+    def load_own_variables(self, store):
+        if not (self.built and self.lora_enabled and load_unmerged(self, store)):
+            super().load_own_variables(store)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class AdaptableDense(keras.layers.Dense):
+class AdaptableDense(UnmergedLoraSaving, keras.layers.Dense):
     """`keras.layers.Dense` that saves its LoRA factors (`enable_lora`) unmerged.
 
     Without LoRA it is `Dense`, saved the same way. With LoRA (`enable_lora`,
@@ -56,13 +70,3 @@ class AdaptableDense(keras.layers.Dense):
     >>> [variable.name for variable in layer.trainable_weights]
     ['bias', 'lora_kernel_a', 'lora_kernel_b']
     """
-
-    def save_own_variables(self, store):
-        if self.built and self.lora_enabled:
-            save_unmerged(self, store)
-        else:
-            super().save_own_variables(store)
-
-    def load_own_variables(self, store):
-        if not (self.built and self.lora_enabled and load_unmerged(self, store)):
-            super().load_own_variables(store)

@@ -2,11 +2,11 @@
 
 import keras
 
-from keras_transformer.layers.adaptable_dense import load_unmerged, save_unmerged
+from keras_transformer.layers.adaptable_dense import UnmergedLoraSaving
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class AdaptableEinsumDense(keras.layers.EinsumDense):
+class AdaptableEinsumDense(UnmergedLoraSaving, keras.layers.EinsumDense):
     """`keras.layers.EinsumDense` that saves its LoRA factors (`enable_lora`) unmerged.
 
     As `AdaptableDense`: without LoRA it is `EinsumDense`; with Keras' LoRA
@@ -26,13 +26,3 @@ class AdaptableEinsumDense(keras.layers.EinsumDense):
     >>> [tuple(variable.shape) for variable in layer.trainable_weights]
     [(8, 2, 2), (2, 4)]
     """
-
-    def save_own_variables(self, store):
-        if self.built and self.lora_enabled:
-            save_unmerged(self, store)
-        else:
-            super().save_own_variables(store)
-
-    def load_own_variables(self, store):
-        if not (self.built and self.lora_enabled and load_unmerged(self, store)):
-            super().load_own_variables(store)
