@@ -85,17 +85,12 @@ def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True,
             return ops.logical_and(state.step < num_steps, ops.logical_not(ops.all(state.done)))
 
         def step_fn(state):
-            step, done = state.step, state.done
+            step = state.step
             logits, cache = decode_step(model, state.tokens, step, state.cache, use_cache)
             log_probs, token_ids = best_next_tokens(logits, step, limits, eos_id, banned, 1)
             chosen, chosen_log_prob = token_ids[:, 0], log_probs[:, 0]  # (batch,)
-            chosen = ops.where(done, pad_id, chosen)
-            return GreedyState(
-                step=step + 1,
-                tokens=ops.where(positions[None, :] == step + 1, chosen[:, None], state.tokens),
-                done=ops.logical_or(done, chosen == eos_id),
-                scores=state.scores + ops.where(done, 0.0, chosen_log_prob),
-                cache=cache,
+            return next_greedy_state(
+                state, chosen, chosen_log_prob, cache, positions, (pad_id, eos_id)
             )
 
         state = GreedyState(
@@ -107,11 +102,41 @@ def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True,
         )
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
             state = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
-        tokens = state.tokens[:, 1:]
-        ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
-        return ops.where(ended, pad_id, tokens), state.scores
+        return padded_after_eos(state.tokens[:, 1:], eos_id, pad_id), state.scores
 
     return compile_search(search, model)
+
+
+def next_greedy_state(state, chosen, chosen_log_prob, cache, positions, ids):
+    """The state after one token a row (greedy's best, or a sample) is taken.
+
+    Args:
+        state: the `GreedyState` of this step.
+        chosen: (rows,) int32, each row's next token.
+        chosen_log_prob: (rows,) float32, its log-probability.
+        cache: the decoding cache after this step.
+        positions: (length,) int32, the token positions (0, 1, ...).
+        ids: `(pad_id, eos_id)`.
+
+    Returns:
+        `GreedyState`: finished rows take padding and keep their score.
+    """
+    pad_id, eos_id = ids
+    step, done = state.step, state.done
+    chosen = ops.where(done, pad_id, chosen)
+    return GreedyState(
+        step=step + 1,
+        tokens=ops.where(positions[None, :] == step + 1, chosen[:, None], state.tokens),
+        done=ops.logical_or(done, chosen == eos_id),
+        scores=state.scores + ops.where(done, 0.0, chosen_log_prob),
+        cache=cache,
+    )
+
+
+def padded_after_eos(tokens, eos_id, pad_id):
+    """`tokens` (rows, length) with padding from each row's first EOS on."""
+    ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
+    return ops.where(ended, pad_id, tokens)
 
 
 def build_search(model, decoding, *, bos_id, eos_id, **options):

@@ -19,7 +19,11 @@ from keras import ops
 
 from keras_transformer import backend
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.decoding.greedy_search import GreedyState
+from keras_transformer.decoding.greedy_search import (
+    GreedyState,
+    next_greedy_state,
+    padded_after_eos,
+)
 from keras_transformer.decoding.search_state import (
     NEG_INF,
     allowed_log_probs,
@@ -134,7 +138,7 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
             return ops.logical_and(state.step < num_steps, ops.logical_not(ops.all(state.done)))
 
         def step_fn(state):
-            step, done = state.step, state.done
+            step = state.step
             logits, cache = decode_step(model, state.tokens, step, state.cache, use_cache)
             log_probs = allowed_log_probs(logits, step, limits, eos_id, banned)
             drawn = sampling_log_probs(
@@ -143,13 +147,8 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
             noise = _gumbel_noise(keys, log_probs.shape[-1], step, seed)
             chosen = ops.cast(ops.argmax(drawn + noise, axis=-1), "int32")  # (rows,)
             chosen_log_prob = ops.take_along_axis(log_probs, chosen[:, None], axis=1)[:, 0]
-            chosen = ops.where(done, pad_id, chosen)
-            return GreedyState(
-                step=step + 1,
-                tokens=ops.where(positions[None, :] == step + 1, chosen[:, None], state.tokens),
-                done=ops.logical_or(done, chosen == eos_id),
-                scores=state.scores + ops.where(done, 0.0, chosen_log_prob),
-                cache=cache,
+            return next_greedy_state(
+                state, chosen, chosen_log_prob, cache, positions, (pad_id, eos_id)
             )
 
         state = GreedyState(
@@ -161,9 +160,8 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
         )
         with model.fixed_decoder_weights():  # the loop's weights, prepared once
             state = decoding_loop(not_done, step_fn, state, num_steps, use_cache)
-        tokens = state.tokens[:, 1:]
-        ended = ops.cumsum(ops.cast(tokens == eos_id, "int32"), axis=-1) > 0
-        tokens = ops.reshape(ops.where(ended, pad_id, tokens), (batch_size, samples, -1))
+        tokens = padded_after_eos(state.tokens[:, 1:], eos_id, pad_id)
+        tokens = ops.reshape(tokens, (batch_size, samples, -1))
         scores = ops.reshape(state.scores, (batch_size, samples))
         scores, order = backend.top_k(scores, samples)  # most probable first
         return ops.take_along_axis(tokens, order[:, :, None], axis=1), scores
