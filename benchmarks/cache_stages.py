@@ -1,7 +1,7 @@
 """Beam search on JAX with the self-attention buffers filled in stages against one buffer.
 
 Under `jax.jit` the decoding cache has fixed-length buffers; a search fills them in the stages
-of `keras_transformer.decoding.search_state.cache_stages` (16 positions, doubling, then all the
+of `keras_transformer.decoding.search_steps.cache_stages` (16 positions, doubling, then all the
 steps). This script times the same search with those stages and with one buffer of every step,
 on the same untrained model and source ids, alternating the two so that machine noise hits both
 alike, and prints the median times and their ratio. An untrained model never emits EOS, so every
@@ -101,11 +101,11 @@ def main():
 
     if keras.backend.backend() != "jax":
         sys.exit("error: cache stages exist on JAX only: run with KERAS_BACKEND=jax")
-    from keras_transformer.decoding import build_beam_search, search_state
+    from keras_transformer.decoding import build_beam_search, search_steps
 
     model, ids = untrained_model(args)
     num_steps = args.source_length + args.max_extra_length + 1
-    staged = search_state.cache_stages
+    staged = search_steps.cache_stages
     searches = {}
     for name, stages in (("one stage", lambda n: (n,)), ("staged", staged)):
         search = build_beam_search(
@@ -127,16 +127,16 @@ def main():
 
 
 def traced_with(search, stages, ids):
-    """`search(ids)` with `search_state.cache_stages` set to `stages` while it runs (and, in
+    """`search(ids)` with `search_steps.cache_stages` set to `stages` while it runs (and, in
     the first call, is traced)."""
-    from keras_transformer.decoding import search_state
+    from keras_transformer.decoding import search_steps
 
-    staged = search_state.cache_stages
-    search_state.cache_stages = stages
+    staged = search_steps.cache_stages
+    search_steps.cache_stages = stages
     try:
         return search(ids)
     finally:
-        search_state.cache_stages = staged
+        search_steps.cache_stages = staged
 
 
 if __name__ == "__main__":

@@ -312,7 +312,7 @@ def paired_beam_steps(cache):
     the loop's own buffer. With two steps per iteration the first step's
     gather fills a buffer of its own and the second's the loop's, so no copy
     is left; the loop may run one step more than the search needs, whose
-    results are dropped (`keras_transformer.decoding.search_state.decoding_loop`).
+    results are dropped (`keras_transformer.decoding.search_steps.decoding_loop`).
     Below a CPU's last-level cache the copy costs less than that step. On 2
     AMD Zen 4 cores a base-size model's beam search of 32 sources (128 rows,
     a 48 to 96 MiB cache) ran 1.05x to 1.07x faster; at 8 and 16 sources
@@ -500,7 +500,7 @@ def growing_cache():
     lets a tensor's length change (`decoding_loop`); torch decodes eagerly.
     JAX compiles a loop for fixed shapes, so there the cache is a buffer of
     fixed length written in place (`update_cache`), which a search fills in
-    stages (`keras_transformer.decoding.search_state.cache_stages`).
+    stages (`keras_transformer.decoding.search_steps.cache_stages`).
     """
     return keras.backend.backend() != "jax"
 

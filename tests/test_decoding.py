@@ -13,10 +13,11 @@ from keras_transformer.decoding import (
     build_beam_search,
     build_greedy_search,
     length_penalty,
-    search_state,
+    search_steps,
 )
-from keras_transformer.decoding.beam_state import BeamState, beam_search_done
-from keras_transformer.decoding.search_state import NEG_INF, best_next_tokens, cache_stages
+from keras_transformer.decoding.beam_state import BeamState
+from keras_transformer.decoding.beam_stop_rule import beam_search_done
+from keras_transformer.decoding.search_steps import NEG_INF, best_next_tokens, cache_stages
 from keras_transformer.layers.decoding_cache import DecodingCache
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -341,7 +342,7 @@ def test_paired_beam_steps_return_what_single_steps_return(
     step could run past the stage's buffer while the search goes on.
     """
     monkeypatch.setattr(backend, "PAIRED_STEPS_MIN_BYTES", 0)  # pair over any cache
-    monkeypatch.setattr(search_state, "FIRST_CACHE_STAGE", first_stage)
+    monkeypatch.setattr(search_steps, "FIRST_CACHE_STAGE", first_stage)
     paired_stages = []
     decide = backend.paired_beam_steps
 

@@ -28,7 +28,7 @@ from keras_transformer.decoding import (
     get_search,
     sampling_log_probs,
 )
-from keras_transformer.decoding.search_state import NEG_INF
+from keras_transformer.decoding.search_steps import NEG_INF
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 VOCABULARY = 12

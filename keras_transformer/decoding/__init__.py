@@ -12,7 +12,7 @@ __all__ = lazy_exports(
     {
         "BeamState": "beam_state",
         "beam_search": "beam_search",
-        "beam_search_done": "beam_state",
+        "beam_search_done": "beam_stop_rule",
         "build_beam_search": "beam_search",
         "length_penalty": "beam_search",
         "build_greedy_search": "greedy_search",

@@ -24,9 +24,10 @@ from typing import Any
 from keras import ops
 
 from keras_transformer import backend
-from keras_transformer.decoding.beam_state import BeamState, beam_search_done
+from keras_transformer.decoding.beam_state import BeamState
+from keras_transformer.decoding.beam_stop_rule import beam_search_done
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.decoding.search_state import (
+from keras_transformer.decoding.search_steps import (
     NEG_INF,
     allowed_log_probs,
     compile_search,

@@ -7,9 +7,13 @@ flags are generated from its fields. Importing this module loads no backend.
 
 import dataclasses
 
-from keras_transformer.decoding.length_penalty_rules import LENGTH_PENALTY_RULES
 from keras_transformer.decoding.search_strategy import SearchStrategy
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
+
+# How a finished hypothesis is ranked: log_prob / penalty(length), length counting the EOS.
+# "gnmt" (paper 6.1): ((5 + length) / 6) ** alpha; "average": length ** alpha, the
+# `length_penalty` of Hugging Face transformers and fairseq (alpha 1: the mean log-prob).
+LENGTH_PENALTY_RULES = ("gnmt", "average")
 
 # The registry of decoding strategies, `DecodingConfig.search`'s choices: one line each.
 SEARCH_STRATEGIES = {

@@ -5,7 +5,7 @@ from typing import Any, NamedTuple
 from keras import ops
 
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.decoding.search_state import (
+from keras_transformer.decoding.search_steps import (
     best_next_tokens,
     compile_search,
     decode_step,

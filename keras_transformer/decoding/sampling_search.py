@@ -24,7 +24,7 @@ from keras_transformer.decoding.greedy_search import (
     next_greedy_state,
     padded_after_eos,
 )
-from keras_transformer.decoding.search_state import (
+from keras_transformer.decoding.search_steps import (
     NEG_INF,
     allowed_log_probs,
     compile_search,

@@ -4,7 +4,7 @@ import math
 
 from keras import ops
 
-from keras_transformer.decoding.search_state import compile_search
+from keras_transformer.decoding.search_steps import compile_search
 from keras_transformer.models.seq2seq_transformer import INPUT_KEYS
 
 
