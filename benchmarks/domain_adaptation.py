@@ -74,7 +74,7 @@ def steps_per_second(run):
 def parameters(base, variant):
     """`(trainable, total)` parameters of `base` adapted as `variant` says."""
     from keras_transformer.experiment.adaptation import adapt_model, parameter_count
-    from keras_transformer.experiment.adaptation_config import AdaptationConfig
+    from keras_transformer.experiment.settings.adaptation_config import AdaptationConfig
     from keras_transformer.export import load_translation_model
 
     model, _ = load_translation_model(base, compile=False)

@@ -31,8 +31,8 @@ import keras
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import ValidationCallback
+from keras_transformer.experiment.inputs.split_files import split_paths
 from keras_transformer.experiment.recipes import load_recipe, recipe_names
-from keras_transformer.experiment.split_files import split_paths
 from keras_transformer.experiment.valid_split import valid_batches
 from keras_transformer.models import Seq2SeqTransformer, get_preset
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer, train_vocabulary

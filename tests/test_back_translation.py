@@ -9,15 +9,19 @@ from test_command_startup import run_command
 
 from keras_transformer.experiment import DataConfig, ExperimentConfig, ExtraDataConfig
 from keras_transformer.experiment import run_phases as phases
-from keras_transformer.experiment.extra_pairs import EXTRA_TAG, EXTRA_TAG_PIECE, training_files
-from keras_transformer.experiment.input_checks import check_inputs
-from keras_transformer.experiment.run_config_file import (
+from keras_transformer.experiment.inputs.extra_pairs import (
+    EXTRA_TAG,
+    EXTRA_TAG_PIECE,
+    training_files,
+)
+from keras_transformer.experiment.inputs.input_checks import check_inputs
+from keras_transformer.experiment.inputs.run_config_file import (
     check_resumed_settings,
     data_fingerprint,
     run_settings,
     write_run_config,
 )
-from keras_transformer.experiment.split_files import SplitFiles
+from keras_transformer.experiment.inputs.split_files import SplitFiles
 from keras_transformer.text import write_synthetic_corpus
 
 pytestmark = BACKEND_INDEPENDENT

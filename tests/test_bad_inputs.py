@@ -26,15 +26,15 @@ from keras_transformer.checkpoints.model_file_check import UnreadableCheckpointE
 from keras_transformer.checkpoints.stop_signals import StopSignals
 from keras_transformer.checkpoints.training_state import save_training_state
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.experiment.experiment_config import SECTIONS, ExperimentConfig
-from keras_transformer.experiment.optimization_config import OptimizationConfig
-from keras_transformer.experiment.recipe_main import build_parser as train_parser
-from keras_transformer.experiment.recipes import load_recipe
-from keras_transformer.experiment.run_config_file import (
+from keras_transformer.experiment.inputs.run_config_file import (
     check_resumed_settings,
     run_settings,
     write_run_config,
 )
+from keras_transformer.experiment.recipe_main import build_parser as train_parser
+from keras_transformer.experiment.recipes import load_recipe
+from keras_transformer.experiment.settings.experiment_config import SECTIONS, ExperimentConfig
+from keras_transformer.experiment.settings.optimization_config import OptimizationConfig
 from keras_transformer.models import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
 from keras_transformer.training.divergence_watch import DivergenceWatch, TrainingDivergedError

@@ -17,12 +17,12 @@ import pytest
 from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.cli import main
-from keras_transformer.experiment.recipes import load_recipe
-from keras_transformer.experiment.run_config_file import (
+from keras_transformer.experiment.inputs.run_config_file import (
     RUN_CONFIG_FILE,
     run_settings,
     write_run_config,
 )
+from keras_transformer.experiment.recipes import load_recipe
 
 pytestmark = BACKEND_INDEPENDENT
 

@@ -12,9 +12,9 @@ from conftest import BACKEND_INDEPENDENT
 from keras_transformer import __version__
 from keras_transformer.cli import COMMANDS
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
-from keras_transformer.experiment.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.inputs.run_config_file import run_settings, write_run_config
 from keras_transformer.experiment.recipes import load_recipe, recipe_names
-from keras_transformer.experiment.run_config_file import run_settings, write_run_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKENDS = ("tensorflow", "keras", "jax", "torch")

@@ -11,9 +11,9 @@ import pytest
 from conftest import BACKEND_INDEPENDENT
 from test_bad_inputs import made  # noqa: F401 (the fixture: a run directory, data files)
 
-from keras_transformer.experiment.input_checks import check_output_dir
-from keras_transformer.experiment.output_dir_lock import OutputDirLock, check_output_dir_free
-from keras_transformer.experiment.run_config_file import data_fingerprint
+from keras_transformer.experiment.inputs.input_checks import check_output_dir
+from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock, check_output_dir_free
+from keras_transformer.experiment.inputs.run_config_file import data_fingerprint
 
 pytestmark = BACKEND_INDEPENDENT
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +24,7 @@ def test_configured_backend_is_the_one_keras_loads(tmp_path):
     (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
     code = (
         "import sys\n"
-        "from keras_transformer.experiment.input_checks import configured_backend\n"
+        "from keras_transformer.experiment.inputs.input_checks import configured_backend\n"
         "before = configured_backend()\n"
         "assert 'keras' not in sys.modules\n"
         "import keras\n"
@@ -75,7 +75,7 @@ def test_an_input_the_run_would_write_over_is_refused_before_anything_is_written
     from test_bad_inputs import SMALL
     from test_command_errors import run_in_process, snapshot
 
-    from keras_transformer.experiment.run_outputs import RUN_FILES, RUN_FOLDERS
+    from keras_transformer.experiment.inputs.run_outputs import RUN_FILES, RUN_FOLDERS
 
     run = tmp_path / "run"
     shutil.copytree(made / "run", run)
@@ -108,9 +108,9 @@ def test_an_input_the_run_would_write_over_is_refused_before_anything_is_written
         assert snapshot(run) == before, flags
     # The names the check knows are the ones the run writes.
     from keras_transformer.evaluation import ValidationCallback
-    from keras_transformer.experiment.data_order_settings import SETTINGS_FILE
-    from keras_transformer.experiment.output_dir_lock import OutputDirLock
-    from keras_transformer.experiment.run_config_file import RUN_CONFIG_FILE
+    from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
+    from keras_transformer.experiment.inputs.run_config_file import RUN_CONFIG_FILE
+    from keras_transformer.experiment.settings.data_order_settings import SETTINGS_FILE
     from keras_transformer.experiment.training_callbacks import CHECKPOINTS
     from keras_transformer.training import TrainingMonitor
     from keras_transformer.utils.compilation_cache import RUN_CACHE

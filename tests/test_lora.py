@@ -146,7 +146,7 @@ def test_ranks_and_targets_are_checked():
 
 def test_freeze_keeps_the_chosen_parts_and_trains_the_rest():
     from keras_transformer.experiment.adaptation import adapt_model, part_weights
-    from keras_transformer.experiment.adaptation_config import AdaptationConfig
+    from keras_transformer.experiment.settings.adaptation_config import AdaptationConfig
 
     model = adapt_model(base_model(), AdaptationConfig(freeze=("embeddings", "encoder")), 0)
     frozen = {id(v) for part in ("embeddings", "encoder") for v in part_weights(model, part)}

@@ -9,15 +9,15 @@ import sys
 import pytest
 from conftest import BACKEND_INDEPENDENT
 
-from keras_transformer.experiment import output_dir_lock
-from keras_transformer.experiment.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.inputs import output_dir_lock
+from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
 
 pytestmark = BACKEND_INDEPENDENT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOLDER = (
     "import sys, time\n"
-    "from keras_transformer.experiment.output_dir_lock import OutputDirLock\n"
+    "from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock\n"
     "with OutputDirLock(sys.argv[1]):\n"
     "    print('held', flush=True)\n"
     "    time.sleep(120)\n"

@@ -17,7 +17,7 @@ from process_group import SHORT_OUTPUTS, SMALL_MODEL, write_recipe_data
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation.tokenized_bleu import tokenized_bleu
 from keras_transformer.experiment import ExperimentConfig
-from keras_transformer.experiment.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer
 
@@ -390,9 +390,9 @@ def test_second_run_on_a_busy_output_dir_is_one_line_and_writes_nothing(tmp_path
 
 @BACKEND_INDEPENDENT
 def test_optimizer_flags_reach_the_config_and_round_trip():
-    from keras_transformer.experiment.experiment_config import ExperimentConfig
     from keras_transformer.experiment.recipe_main import parse_experiment
     from keras_transformer.experiment.recipes import load_recipe
+    from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
 
     multi30k = load_recipe("multi30k")
     _, _, default = parse_experiment(multi30k, "test", argv=[])

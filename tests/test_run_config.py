@@ -7,21 +7,21 @@ import pytest
 from conftest import BACKEND_INDEPENDENT
 
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.experiment.checkpoint_config import CheckpointConfig
-from keras_transformer.experiment.experiment_config import (
+from keras_transformer.experiment.inputs.run_config_file import (
+    check_resumed_settings,
+    run_settings,
+    write_run_config,
+)
+from keras_transformer.experiment.recipe_main import build_parser, config_from_file
+from keras_transformer.experiment.recipes import load_recipe, recipe_names
+from keras_transformer.experiment.settings.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.settings.experiment_config import (
     RUN_FIELDS,
     SECTIONS,
     ExperimentConfig,
     flat_settings,
 )
-from keras_transformer.experiment.model_settings import ModelSettings
-from keras_transformer.experiment.recipe_main import build_parser, config_from_file
-from keras_transformer.experiment.recipes import load_recipe, recipe_names
-from keras_transformer.experiment.run_config_file import (
-    check_resumed_settings,
-    run_settings,
-    write_run_config,
-)
+from keras_transformer.experiment.settings.model_settings import ModelSettings
 from keras_transformer.models import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.utils.config_arguments import (
     config_changes,

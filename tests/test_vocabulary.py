@@ -136,9 +136,9 @@ def test_bpe_does_not_depend_on_threads(corpus):
 
 
 def test_lowercase_vocabulary_case_folds_in_python_and_in_the_graph(corpus, tmp_path):
-    from keras_transformer.experiment.data_config import DataConfig
-    from keras_transformer.experiment.experiment_config import ExperimentConfig
     from keras_transformer.experiment.run_phases import vocabulary
+    from keras_transformer.experiment.settings.data_config import DataConfig
+    from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
 
     config = ExperimentConfig(data=DataConfig(vocabulary_size=300, vocabulary_lowercase=True))
     folded = vocabulary(config, corpus, str(tmp_path))

@@ -44,7 +44,8 @@ def reference(package_dir):
             if module is None or public.isupper():  # subpackages, constants
                 continue
             lines += [f"::: keras_transformer.{name}.{module}.{public}", ""]
-            if is_dataclass_in(os.path.join(package_dir, name, f"{module}.py"), public):
+            module_file = os.path.join(package_dir, name, *module.split(".")) + ".py"
+            if is_dataclass_in(module_file, public):
                 lines += fields_table(f"keras_transformer.{name}.{module}", public)
         sections.append("\n".join(lines))
     return "\n".join(sections)

@@ -13,9 +13,9 @@ import os
 import shlex
 import sys
 
-from keras_transformer.experiment.experiment_config import ExperimentConfig
-from keras_transformer.experiment.input_checks import check_before_training
-from keras_transformer.experiment.run_config_file import read_run_config
+from keras_transformer.experiment.inputs.input_checks import check_before_training
+from keras_transformer.experiment.inputs.run_config_file import read_run_config
+from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
 from keras_transformer.utils.command_line import OneLineErrorParser, one_line
 from keras_transformer.utils.config_arguments import (
     NONE_WORDS,

@@ -6,7 +6,7 @@ import typing
 import keras
 
 from keras_transformer import backend
-from keras_transformer.experiment.input_checks import (  # noqa: F401 (exported names)
+from keras_transformer.experiment.inputs.input_checks import (  # noqa: F401 (exported names)
     ALTERNATIVES,
     NEEDED_BACKEND,
     PROCESSES_VARIABLE,

@@ -12,19 +12,19 @@ import keras
 
 from keras_transformer import backend
 from keras_transformer.decoding import Translator
-from keras_transformer.experiment import input_checks
 from keras_transformer.experiment import run_phases as phases
-from keras_transformer.experiment.experiment_config import ExperimentConfig
 from keras_transformer.experiment.experiment_result import ExperimentResult
-from keras_transformer.experiment.extra_pairs import training_files
-from keras_transformer.experiment.init_from import check_init_tokenizer, initial_model
-from keras_transformer.experiment.output_dir_lock import OutputDirLock
-from keras_transformer.experiment.run_config_file import (
+from keras_transformer.experiment.inputs import input_checks
+from keras_transformer.experiment.inputs.extra_pairs import training_files
+from keras_transformer.experiment.inputs.init_from import check_init_tokenizer, initial_model
+from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
+from keras_transformer.experiment.inputs.run_config_file import (
     check_resumed_settings,
     run_settings,
     write_run_config,
 )
 from keras_transformer.experiment.run_distribution import RunDistribution
+from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
 from keras_transformer.experiment.valid_split import score_valid_split, valid_batches
 from keras_transformer.training import TrainingMonitor
 from keras_transformer.training.csv_log import last_value

@@ -15,14 +15,14 @@ from keras_transformer.compat import apply_distribute_workarounds
 from keras_transformer.data import make_translation_dataset
 from keras_transformer.evaluation import ValidationCallback, score_files
 from keras_transformer.experiment.adaptation import adapt_model, save_adaptation
-from keras_transformer.experiment.data_order_settings import check_data_order_settings
-from keras_transformer.experiment.extra_pairs import vocabulary_symbols, with_extra_pairs
-from keras_transformer.experiment.init_from import given_vocabulary, run_model_config
+from keras_transformer.experiment.inputs.extra_pairs import vocabulary_symbols, with_extra_pairs
+from keras_transformer.experiment.inputs.init_from import given_vocabulary, run_model_config
+from keras_transformer.experiment.inputs.split_files import SplitFiles
 from keras_transformer.experiment.run_end import (
     final_weights,  # noqa: F401 (phase 5)
     stopped_by_loss,
 )
-from keras_transformer.experiment.split_files import SplitFiles
+from keras_transformer.experiment.settings.data_order_settings import check_data_order_settings
 from keras_transformer.experiment.training_callbacks import CHECKPOINTS, TrainingCallbacks
 from keras_transformer.experiment.valid_split import check_valid_settings, tokenizer_ids
 from keras_transformer.export import export_saved_model, save_translation_model

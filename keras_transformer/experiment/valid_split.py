@@ -12,7 +12,7 @@ from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.evaluation import ValidationCallback, perplexity, sacre_bleu
 from keras_transformer.evaluation.perplexity import compile_batch_nll
-from keras_transformer.experiment.input_checks import check_valid_settings  # noqa: F401
+from keras_transformer.experiment.inputs.input_checks import check_valid_settings  # noqa: F401
 from keras_transformer.text import ParallelCorpus
 
 

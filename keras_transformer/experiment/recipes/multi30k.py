@@ -28,12 +28,12 @@ the training tokens, the same model reaches 40.56 cased sacreBLEU on test_2016_f
 lowercased comparison only.
 """
 
-from keras_transformer.experiment.checkpoint_config import CheckpointConfig
-from keras_transformer.experiment.data_config import DataConfig
-from keras_transformer.experiment.experiment_config import ExperimentConfig
-from keras_transformer.experiment.model_settings import ModelSettings
-from keras_transformer.experiment.optimization_config import OptimizationConfig
-from keras_transformer.experiment.validation_config import ValidationConfig
+from keras_transformer.experiment.settings.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.settings.data_config import DataConfig
+from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
+from keras_transformer.experiment.settings.model_settings import ModelSettings
+from keras_transformer.experiment.settings.optimization_config import OptimizationConfig
+from keras_transformer.experiment.settings.validation_config import ValidationConfig
 
 # The "tiny" Transformer of the strongest published text-only baselines (Wu et al., 2021):
 # 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, all embeddings shared, ~8k

@@ -14,12 +14,12 @@ line-aligned files instead.
 (data/multi30k: see the multi30k recipe, `keras-transformer train --recipe multi30k --help`.)
 """
 
-from keras_transformer.experiment.checkpoint_config import CheckpointConfig
-from keras_transformer.experiment.data_config import DataConfig
-from keras_transformer.experiment.experiment_config import ExperimentConfig
-from keras_transformer.experiment.model_settings import ModelSettings
-from keras_transformer.experiment.optimization_config import OptimizationConfig
-from keras_transformer.experiment.validation_config import ValidationConfig
+from keras_transformer.experiment.settings.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.settings.data_config import DataConfig
+from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
+from keras_transformer.experiment.settings.model_settings import ModelSettings
+from keras_transformer.experiment.settings.optimization_config import OptimizationConfig
+from keras_transformer.experiment.settings.validation_config import ValidationConfig
 
 # The README's first command: the generated corpus and a small model, minutes on a CPU.
 CONFIG = ExperimentConfig(

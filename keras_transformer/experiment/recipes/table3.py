@@ -25,6 +25,6 @@ CONFIG = WMT14_BASE.replace(
 
 def main(argv=None, prog=None, add_arguments=None):
     """Trains the `--variants` (default: every row) and prints the table; the exit code."""
-    from keras_transformer.experiment.table3 import table3_main
+    from keras_transformer.experiment.table3_comparison import table3_main
 
     return table3_main(CONFIG, __doc__, argv, prog=prog, add_arguments=add_arguments)

@@ -20,12 +20,12 @@ data/wmt14 holds train.{en,de} (the WMT14 training corpus, about 4.5M pairs), va
 """
 
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.experiment.checkpoint_config import CheckpointConfig
-from keras_transformer.experiment.data_config import DataConfig
-from keras_transformer.experiment.experiment_config import ExperimentConfig
-from keras_transformer.experiment.model_settings import ModelSettings
-from keras_transformer.experiment.optimization_config import OptimizationConfig
-from keras_transformer.experiment.validation_config import ValidationConfig
+from keras_transformer.experiment.settings.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.settings.data_config import DataConfig
+from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
+from keras_transformer.experiment.settings.model_settings import ModelSettings
+from keras_transformer.experiment.settings.optimization_config import OptimizationConfig
+from keras_transformer.experiment.settings.validation_config import ValidationConfig
 
 # Paper 5.1-5.4 and 6.1: base model, WMT14 en-de, tested on newstest2014.
 CONFIG = ExperimentConfig(

@@ -14,21 +14,21 @@ load no backend): nothing here may import keras, tensorflow, jax or torch.
 import os
 
 from keras_transformer.compat import configured_backend
-from keras_transformer.experiment.extra_pairs import (
+from keras_transformer.experiment.inputs.extra_pairs import (
     check_extra_files,
     check_init_from_tag,
     check_vocabulary_tag,
     training_files,
 )
-from keras_transformer.experiment.init_from import check_vocabulary_file, run_model_config
-from keras_transformer.experiment.output_dir_lock import check_output_dir_free
-from keras_transformer.experiment.run_config_file import (
+from keras_transformer.experiment.inputs.init_from import check_vocabulary_file, run_model_config
+from keras_transformer.experiment.inputs.output_dir_lock import check_output_dir_free
+from keras_transformer.experiment.inputs.run_config_file import (
     RUN_CONFIG_FILE,
     check_resumed_settings,
     run_settings,
 )
-from keras_transformer.experiment.run_outputs import check_inputs_not_overwritten
-from keras_transformer.experiment.split_files import SplitFiles, check_files, split_paths
+from keras_transformer.experiment.inputs.run_outputs import check_inputs_not_overwritten
+from keras_transformer.experiment.inputs.split_files import SplitFiles, check_files, split_paths
 
 # The environment variable for the number of JAX processes (`keras.distribution.initialize`).
 PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"

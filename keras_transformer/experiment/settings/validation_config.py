@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from keras_transformer.experiment.config_checks import check_at_least, check_choices
+from keras_transformer.experiment.settings.config_checks import check_at_least, check_choices
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
 # Names of `keras_transformer.evaluation.METRICS` (kept here: no evaluation import for a flag).

@@ -3,7 +3,7 @@
 import dataclasses
 
 from keras_transformer.data.pipeline_config import PipelineConfig
-from keras_transformer.experiment.config_checks import check_at_least, check_choices
+from keras_transformer.experiment.settings.config_checks import check_at_least, check_choices
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
 VOCABULARY_TYPES = ("bpe", "unigram")

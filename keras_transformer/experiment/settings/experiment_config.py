@@ -5,14 +5,14 @@ import difflib
 
 from keras_transformer.data.pipeline_config import PipelineConfig
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.experiment.adaptation_config import AdaptationConfig
-from keras_transformer.experiment.checkpoint_config import CheckpointConfig
-from keras_transformer.experiment.config_checks import check_at_least, check_choices
-from keras_transformer.experiment.data_config import DataConfig
-from keras_transformer.experiment.extra_data_config import ExtraDataConfig
-from keras_transformer.experiment.model_settings import ModelSettings
-from keras_transformer.experiment.optimization_config import OptimizationConfig
-from keras_transformer.experiment.validation_config import ValidationConfig
+from keras_transformer.experiment.settings.adaptation_config import AdaptationConfig
+from keras_transformer.experiment.settings.checkpoint_config import CheckpointConfig
+from keras_transformer.experiment.settings.config_checks import check_at_least, check_choices
+from keras_transformer.experiment.settings.data_config import DataConfig
+from keras_transformer.experiment.settings.extra_data_config import ExtraDataConfig
+from keras_transformer.experiment.settings.model_settings import ModelSettings
+from keras_transformer.experiment.settings.optimization_config import OptimizationConfig
+from keras_transformer.experiment.settings.validation_config import ValidationConfig
 from keras_transformer.models.presets import get_preset
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 

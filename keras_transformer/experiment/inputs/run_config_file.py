@@ -10,12 +10,12 @@ import platform
 from keras_transformer import __version__
 from keras_transformer.checkpoints.checkpoint_files import checkpoint_step
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.experiment.experiment_config import flat_settings
-from keras_transformer.experiment.init_from import (
+from keras_transformer.experiment.inputs.init_from import (
     init_settings,
     run_model_config,
     vocabulary_file_size,
 )
+from keras_transformer.experiment.settings.experiment_config import flat_settings
 from keras_transformer.text.text_files import atomic_output
 from keras_transformer.utils.json_file import read_json_object
 

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from keras_transformer.experiment.config_checks import check_choices
+from keras_transformer.experiment.settings.config_checks import check_choices
 from keras_transformer.models.lora_targets import LORA_TARGETS, check_lora_rank
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 

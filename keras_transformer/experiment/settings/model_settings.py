@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from keras_transformer.experiment.config_checks import check_choices
+from keras_transformer.experiment.settings.config_checks import check_choices
 from keras_transformer.models.presets import PRESETS, get_preset
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting

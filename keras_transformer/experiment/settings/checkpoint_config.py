@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from keras_transformer.experiment.config_checks import (
+from keras_transformer.experiment.settings.config_checks import (
     check_at_least,
     check_choices,
     check_positive,

@@ -16,7 +16,7 @@ import os
 import sys
 import zipfile
 
-from keras_transformer.experiment.model_settings import INIT_FROM_OVERRIDES
+from keras_transformer.experiment.settings.model_settings import INIT_FROM_OVERRIDES
 from keras_transformer.text.text_files import write_bytes_atomic
 
 # The class `save_translation_model` files hold (the Keras config's `class_name`).

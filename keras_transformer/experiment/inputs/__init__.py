@@ -1,0 +1,1 @@
+"""What a run reads before it trains: its files, run folder and initial model, and their checks."""

@@ -1,0 +1,1 @@
+"""The settings of a training run, one dataclass per concern, and their checks."""
