@@ -1,12 +1,12 @@
-"""Every private TensorFlow, Keras and torch name the package reads, in one place.
+"""Every private name the package reads (TensorFlow, Keras, torch, tensorflow-text, keras-hub).
 
 Each function here reaches into a module or attribute that its library does
 not document, because no public API gives the same thing. They are pinned by
 the upper bound on `keras` in pyproject.toml, and `tests/test_compat.py`
 checks each of them, so that a new Keras or TensorFlow that renames one fails
 there with a message that names it, not deep inside a training step.
-`tests/test_layering.py` checks that no other module (but `backend.py`) reads
-such a name or looks at the backend.
+`tests/test_layering.py` checks that no other module reads such a name, and that
+none but these and `keras_transformer/backend/` looks at the backend.
 
 Keras 3.15's `tf.distribute` workarounds (`apply_distribute_workarounds`) are
 here too, applied only for the Keras versions known to need them; tests that
@@ -16,6 +16,7 @@ The module imports nothing at load (each function imports what it reads), so
 the checks that run before a backend loads can use `configured_backend`.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -150,6 +151,53 @@ def lora_base_kernel(layer):
     """The stored kernel variable of a Keras `Dense` or `EinsumDense` (`layer.kernel` is a
     property that adds the LoRA delta once `enable_lora` ran): the frozen base weights."""
     return layer._kernel
+
+
+@contextlib.contextmanager
+def unlocked_tracking(layer):
+    """Lets a built Keras layer take new variables (`add_weight`) inside the `with`.
+
+    Keras locks a layer's variable tracker once it is built; its own
+    `enable_lora` unlocks it the same way to add the factors.
+    """
+    tracker = layer._tracker
+    locked = tracker.locked
+    tracker.unlock()
+    try:
+        yield layer
+    finally:
+        if locked:
+            tracker.lock()
+
+
+def sentencepiece_resource_op(model, shared_name):
+    """tensorflow-text's op making a SentencePiece model resource under `shared_name`.
+
+    Its public tokenizer makes the resource with a name of its own, one per
+    tokenizer object; a shared name lets every tokenizer of one model (and
+    every `tf.data` function) use a single resource.
+    """
+    from tensorflow_text.python.ops import sentencepiece_tokenizer
+
+    return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
+        model=model, shared_name=shared_name
+    )
+
+
+def share_sentencepiece_resource(tokenizer, resource):
+    """Makes tensorflow-text's `SentencepieceTokenizer` use `resource` (a shared one)."""
+    tokenizer._model_resource = resource
+
+
+def keras_hub_preprocessing():
+    """keras-hub's `(convert_to_ragged_batch, preprocessing_function)`.
+
+    The helpers its own tokenizers use to take strings, lists or tensors,
+    batched or not, on any backend; keras-hub exports them under no public name.
+    """
+    from keras_hub.src.utils import tensor_utils
+
+    return tensor_utils.convert_to_ragged_batch, tensor_utils.preprocessing_function
 
 
 def keras_needs_workarounds(version=None):

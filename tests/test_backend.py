@@ -16,14 +16,14 @@ from keras_transformer.layers import Dropout, LayerNormalization
 
 
 def test_the_environment_variable_names_forms_or_none():
-    assert backend._parse_disabled("") == frozenset()
-    assert backend._parse_disabled(" fused_adam, kernel_gradient ") == {
+    assert backend.forms._parse_disabled("") == frozenset()
+    assert backend.forms._parse_disabled(" fused_adam, kernel_gradient ") == {
         "fused_adam",
         "kernel_gradient",
     }
-    assert backend._parse_disabled("none") == frozenset(backend.FORMS)
+    assert backend.forms._parse_disabled("none") == frozenset(backend.FORMS)
     with pytest.raises(ValueError, match=r"KERAS_TRANSFORMER_FAST_FORMS.*'hash'"):
-        backend._parse_disabled("hash")
+        backend.forms._parse_disabled("hash")
 
 
 def test_the_environment_variable_is_read_at_start():
@@ -56,7 +56,7 @@ def test_all_forms_off_give_the_stock_keras_ops():
         ours = LayerNormalization(epsilon=1e-6)
         stock = keras.layers.LayerNormalization(epsilon=1e-6)
         np.testing.assert_allclose(to_numpy(ours(x)), to_numpy(stock(x)), rtol=1e-6, atol=1e-6)
-    assert backend.disabled_forms() == backend._disabled_by_environment()
+    assert backend.disabled_forms() == backend.forms._disabled_by_environment()
 
 
 @pytest.mark.skipif(
@@ -79,7 +79,10 @@ def test_one_hot_row_gradient_equals_the_scatter_of_take(monkeypatch, dtype, ent
     import jax
     import jax.numpy as jnp
 
-    monkeypatch.setattr(backend, "_ONE_HOT_ENTRIES", entries)  # 70: chunks of 3 of 23 tokens
+    # 70 entries: chunks of 3 of 23 tokens.
+    monkeypatch.setattr(
+        backend.kernels, "_ONE_HOT_ENTRIES", entries
+    )  # 70: chunks of 3 of 23 tokens
     rng = np.random.default_rng(0)
     table = jnp.asarray(rng.normal(size=(20, 6)), jnp.float32)
     ids = jnp.asarray(rng.integers(0, 20, size=(23,)).reshape(1, 23))
@@ -89,7 +92,7 @@ def test_one_hot_row_gradient_equals_the_scatter_of_take(monkeypatch, dtype, ent
     def loss(take, table):
         return jnp.sum(take(table, ids).astype(dtype) * weights).astype(jnp.float32)
 
-    form = backend._one_hot_gradient_take()
+    form = backend.kernels._one_hot_gradient_take()
     np.testing.assert_array_equal(form(table, ids), jnp.take(table, ids, axis=0))
     expected = jax.grad(lambda t: loss(lambda t, i: jnp.take(t, i, axis=0), t))(table)
     gradient = jax.grad(lambda t: loss(form, t))(table)
@@ -113,7 +116,7 @@ def test_turning_one_form_off_leaves_the_others():
 
 
 def test_each_cpu_form_is_on_where_it_was_measured_faster():
-    """The table of backend.py's docstring (and docs/architecture.md), form by form."""
+    """The table of backend/forms.py's docstring (and docs/architecture.md), form by form."""
     xla_forms = {"hash_dropout", "layer_norm_scale_last"}
     tables = {
         ("tensorflow", False): {"fused_adam", "loss_gradient"},
@@ -121,33 +124,33 @@ def test_each_cpu_form_is_on_where_it_was_measured_faster():
         ("jax", True): {*xla_forms, "kernel_gradient", "paired_beam_steps"},
     }
     for (name, xla), expected in tables.items():
-        everything = backend._cpu_forms(name, xla, frozenset())
+        everything = backend.forms._cpu_forms(name, xla, frozenset())
         applied = {
             form
             for form in backend.FORMS
-            if backend._cpu_forms(name, xla, frozenset({form})) != everything
+            if backend.forms._cpu_forms(name, xla, frozenset({form})) != everything
         }
         assert applied == {*expected, "blocked_top_k"}, (name, xla)  # decoding's, on in all
     # The label-smoothed loss's gradient is autodiff's on JAX (measured 1.2% slower there).
-    assert not backend._cpu_forms("jax", True, frozenset()).loss_gradient
-    assert backend._cpu_forms("tensorflow", False, frozenset()).loss_gradient
+    assert not backend.forms._cpu_forms("jax", True, frozenset()).loss_gradient
+    assert backend.forms._cpu_forms("tensorflow", False, frozenset()).loss_gradient
 
 
 def test_an_accelerator_gets_only_the_forms_measured_there():
     """On a GPU or TPU: JAX's embedding gradient; TensorFlow and torch the stock ops."""
     for name, expected in (("jax", {"one_hot_row_gradient"}), ("tensorflow", set())):
-        everything = backend._device_forms(name, True, True, frozenset())
+        everything = backend.forms._device_forms(name, True, True, frozenset())
         applied = {
             form
             for form in backend.FORMS
-            if backend._device_forms(name, True, True, frozenset({form})) != everything
+            if backend.forms._device_forms(name, True, True, frozenset({form})) != everything
         }
         assert applied == expected, name
-    assert backend._device_forms("jax", True, True, frozenset()) == backend.FastForms(
+    assert backend.forms._device_forms("jax", True, True, frozenset()) == backend.FastForms(
         one_hot_row_gradient=True
     )
     for accelerator in (False, True):  # torch: its resumable dropout, nothing else
-        forms = backend._device_forms("torch", accelerator, False, frozenset())
+        forms = backend.forms._device_forms("torch", accelerator, False, frozenset())
         assert forms == backend.FastForms(dropout="torch_generator")
 
 
@@ -167,7 +170,7 @@ def test_top_k_gives_the_values_and_indices_of_keras_top_k(n, k):
         np.testing.assert_array_equal(indices, expected_indices)
     np.testing.assert_array_equal(np.take_along_axis(x, indices, -1), values)
     # The form applies to wide rows only, each cut into blocks that divide it.
-    block = backend._top_k_block(n, k)
+    block = backend.kernels._top_k_block(n, k)
     assert (block is None) == (n == 30) and (block is None or n % block == 0)
 
 
@@ -203,7 +206,7 @@ def test_token_embedding_takes_the_one_hot_row_gradient_from_its_variable(monkey
 
     expected = gradient()
     form = backend.FastForms(one_hot_row_gradient=True)
-    monkeypatch.setattr(backend, "fast_forms", lambda: form)
+    monkeypatch.setattr(backend.kernels, "fast_forms", lambda: form)
     np.testing.assert_allclose(gradient(), expected, rtol=1e-6, atol=1e-6)
     # Row 0 gets four tokens' sums, unused rows nothing: the scatter's result.
     assert np.abs(expected[[4, 6, 8]]).max() == 0 and np.abs(expected[0]).max() > 0

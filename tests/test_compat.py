@@ -157,3 +157,44 @@ def test_kerass_tensorflow_trainer_names_of_the_distribute_workarounds():
     # Outside a multi-worker strategy the model is patched for the build only.
     compat.apply_distribute_workarounds(model)
     assert "_maybe_symbolic_build" in vars(model) and "train_step" not in vars(model)
+
+
+def _sentencepiece_proto():
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    words = ["the cat sat", "a dog ran", "the dog sat on a mat", "cats and dogs"] * 20
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(words), model_writer=model, vocab_size=20, model_type="char"
+    )
+    return model.getvalue()
+
+
+def test_tensorflow_texts_shared_sentencepiece_resource():
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    proto = _sentencepiece_proto()
+
+    class Shared(tf.saved_model.experimental.TrackableResource):
+        def _create_resource(self):
+            return compat.sentencepiece_resource_op(proto, "compat_test_sentencepiece")
+
+    own = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+    shared = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+    resource = Shared()
+    compat.share_sentencepiece_resource(shared, resource)
+    private(
+        shared._model_resource is resource, "tensorflow_text SentencepieceTokenizer._model_resource"
+    )
+    texts = tf.constant(["the cat sat on a mat"])
+    assert shared.tokenize(texts).to_list() == own.tokenize(texts).to_list()
+
+
+def test_keras_hubs_preprocessing_helpers():
+    convert_to_ragged_batch, preprocessing_function = compat.keras_hub_preprocessing()
+    batch, unbatched, _ = convert_to_ragged_batch(keras.ops.convert_to_tensor([[1, 2], [3, 4]]))
+    private(not unbatched and batch.shape[0] == 2, "keras_hub.src.utils.tensor_utils")
+    private(callable(preprocessing_function(lambda self, x: x)), "preprocessing_function")

@@ -315,8 +315,8 @@ def test_best_next_tokens_are_the_best_of_the_full_log_softmax(vocab, count):
 def test_searches_with_the_blocked_top_k_return_what_they_return_without(sources):
     keras.utils.set_random_seed(3)
     wide = Seq2SeqTransformer(small_config(4000))  # wide enough for the blocked form
-    assert backend._top_k_block(4000, 2 * 4 + 2) is not None
-    assert backend._top_k_block(4000, 1 + 2) is not None
+    assert backend.kernels._top_k_block(4000, 2 * 4 + 2) is not None
+    assert backend.kernels._top_k_block(4000, 1 + 2) is not None
     for build, kwargs in ((build_beam_search, {"num_results": 2}), (build_greedy_search, {})):
         results = []
         for disabled in ((), ("blocked_top_k",)):

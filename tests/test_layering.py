@@ -1,9 +1,10 @@
 """The package's layering, read from its source with `ast`.
 
-- Private TensorFlow, Keras, torch and JAX names (a `_name` attribute of theirs, a
-  `keras.src` or `tensorflow.python` import) are read in `compat.py` only, and
-  `backend.py` (which asks compat) and `compat.py` alone look at the backend or
-  the device; everything else calls a named function of theirs
+- Private names of TensorFlow, Keras, torch, JAX, tensorflow-text and keras-hub
+  (a `_name` attribute of theirs, a `keras.src`, `tensorflow.python`,
+  `tensorflow_text.python` or `keras_hub.src` import) are read in `compat.py` only,
+  and the `backend/` package (which asks compat) and `compat.py` alone look at the
+  backend or the device; everything else calls a named function of theirs
   (`backend.is_tensorflow()`, `backend.fast_forms()`, ...).
 - A lower folder never imports a higher one, and `export` (serving) never
   imports `training`, even in a function.
@@ -23,11 +24,16 @@ import keras_transformer
 
 PACKAGE = pathlib.Path(keras_transformer.__file__).parent
 ROOT = PACKAGE.parent
-# The modules allowed to read private names and look at the backend.
-BACKEND_MODULES = {"backend.py", "compat.py"}
-LIBRARIES = {"tensorflow", "keras", "torch", "jax", "jaxlib"}
+LIBRARIES = {"tensorflow", "keras", "torch", "jax", "jaxlib", "tensorflow_text", "keras_hub"}
 # Private module paths of the libraries (public API re-exports them under other names).
-PRIVATE_MODULES = ("keras.src", "tensorflow.python", "jax._src", "torch._")
+PRIVATE_MODULES = (
+    "keras.src",
+    "tensorflow.python",
+    "jax._src",
+    "torch._",
+    "tensorflow_text.python",
+    "keras_hub.src",
+)
 # Calls that ask for the backend or the device.
 BACKEND_CALLS = {
     "backend",  # keras.backend.backend(), keras.config.backend()
@@ -40,11 +46,10 @@ BACKEND_CALLS = {
 # Private attributes of the package's own objects set outside a class (the names a
 # `self._x = ...` or a `def _x` defines are found by `own_private_names`).
 OWN_ATTRIBUTES = {"_lazy_exports": "utils/lazy_exports.py marks a lazily loaded package"}
-# tensorflow-text and keras-hub privates of the SentencePiece tokenizers: libraries other
-# than TensorFlow, Keras, torch and JAX, kept where the tokenizer uses them.
-OTHER_LIBRARIES = {
-    "text/subword_tokenizer.py": {"_set_proto_tf", "_model_resource"},
-    "text/joint_vocabulary_ops.py": {"_model_resource"},
+# Private methods of a library's class that a subclass of the package overrides (a hook
+# called by the library itself, which no function in compat.py can stand in for).
+OVERRIDDEN_HOOKS = {
+    "text/subword_tokenizer.py": {"_set_proto_tf"},  # keras-hub makes its op tokenizer there
 }
 # Lower to higher: a folder imports only folders before it. `utils` and the top-level
 # modules that import nothing of the package's come first; the commands and the tools
@@ -65,6 +70,13 @@ ORDER = [
     ["experiment"],
     ["pretrained", "figures", "commands", "cli", "__main__"],
 ]
+
+
+def looks_at_backend(name):
+    """Whether module `name` (relative to the package) may look at the backend and device."""
+    return name == "compat.py" or name.startswith("backend/")
+
+
 RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
 
 
@@ -146,7 +158,7 @@ def function_names():
     return {
         name: {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
         for name, tree in sources()
-        if name not in BACKEND_MODULES
+        if not looks_at_backend(name)
     }
 
 
@@ -174,7 +186,7 @@ def private_names_read(name, tree, own):
         *(names for other, names in function_names().items() if other != name)
     )
     supers = overridden_only(tree)
-    allowed = OTHER_LIBRARIES.get(name, set())
+    allowed = OVERRIDDEN_HOOKS.get(name, set())
     found = []
     for node in ast.walk(tree):
         for module in imported_modules(node):
@@ -242,17 +254,18 @@ def test_private_library_names_and_backend_checks_are_in_backend_and_compat_only
     own = own_private_names()
     found = []
     for name, tree in sources():
-        if name in BACKEND_MODULES:
+        if name != "compat.py":
+            for line, text in private_names_read(name, tree, own):
+                found.append(f"keras_transformer/{name}:{line}: private name: {text}")
+        if looks_at_backend(name):
             continue
-        for line, text in private_names_read(name, tree, own):
-            found.append(f"keras_transformer/{name}:{line}: private name: {text}")
         for line, text in backend_checks(tree):
             found.append(f"keras_transformer/{name}:{line}: backend check: {text}")
     assert not found, (
         "Move these into keras_transformer/compat.py (private names) or call a function of "
-        "keras_transformer/backend.py (backend checks):\n" + "\n".join(found)
+        "keras_transformer/backend/ (backend checks):\n" + "\n".join(found)
     )
-    for name in OTHER_LIBRARIES:
+    for name in OVERRIDDEN_HOOKS:
         assert (PACKAGE / name).exists(), f"stale entry {name}"
 
 

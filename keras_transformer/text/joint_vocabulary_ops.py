@@ -4,9 +4,9 @@ import re
 
 import sentencepiece as spm
 import tensorflow as tf
-from tensorflow_text.python.ops import regex_split_ops as tf_text_regex_split
-from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
+import tensorflow_text as tf_text
 
+from keras_transformer import compat
 from keras_transformer.text.subword_tokenizer import _SharedSentencepieceResource
 
 # SentencePiece's word-boundary mark; decoding turns every one into a space.
@@ -23,8 +23,8 @@ _LANGUAGE_CODE = r"(?s)^(>>.*?<<)(.*)$"
 
 def _sentencepiece(proto):
     """tensorflow-text's tokenizer with pieces as output, on a shared-name resource."""
-    tokenizer = tf_text_sentencepiece.SentencepieceTokenizer(model=proto, out_type=tf.string)
-    tokenizer._model_resource = _SharedSentencepieceResource(proto)
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+    compat.share_sentencepiece_resource(tokenizer, _SharedSentencepieceResource(proto))
     return tokenizer
 
 
@@ -127,7 +127,7 @@ class JointVocabularyOps(tf.Module):
 
     def _split_special(self, texts):
         """(batch,) -> (batch, None) chunks: the special pieces on their own, the text between."""
-        return tf_text_regex_split.regex_split(
+        return tf_text.regex_split(
             texts, self._special_pattern, keep_delim_regex_pattern=self._special_pattern
         )
 

@@ -6,9 +6,9 @@ import os
 import keras
 import sentencepiece as spm
 import tensorflow as tf
-from keras_hub.src.utils.tensor_utils import convert_to_ragged_batch, preprocessing_function
 from keras_hub.tokenizers import Tokenizer
 
+from keras_transformer import compat
 from keras_transformer.text.joint_vocabulary_ops import JointVocabularyOps
 from keras_transformer.text.marian_vocabulary import (
     SOURCE_MODEL_FILE,
@@ -19,6 +19,8 @@ from keras_transformer.text.subword_tokenizer import proto_to_bytes
 from keras_transformer.text.translation_tokenizer import TranslationTokenizer
 
 SPECIAL_ID_NAMES = ("pad_id", "unk_id", "bos_id", "eos_id")
+# keras-hub's input handling (strings or tensors, batched or not), as its own tokenizers use.
+convert_to_ragged_batch, preprocessing_function = compat.keras_hub_preprocessing()
 
 
 def _check_proto(proto, name):

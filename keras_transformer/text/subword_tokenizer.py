@@ -8,7 +8,6 @@ import os
 import keras
 import tensorflow as tf
 from keras_hub.tokenizers import SentencePieceTokenizer
-from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
 from keras_transformer import compat
 from keras_transformer.text.sentencepiece_ids import (  # noqa: F401 (exported names)
@@ -92,9 +91,7 @@ class _SharedSentencepieceResource(tf.saved_model.experimental.TrackableResource
         _ = self.resource_handle  # creates the resource now, outside any tf.data function
 
     def _create_resource(self):
-        return tf_text_sentencepiece.gen_sentencepiece_tokenizer.sentencepiece_op(
-            model=self._model, shared_name=self._shared_name
-        )
+        return compat.sentencepiece_resource_op(self._model, self._shared_name)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -174,7 +171,9 @@ class SubwordTokenizer(SentencePieceTokenizer, TranslationTokenizer):
 
     def _set_proto_tf(self, proto):
         super()._set_proto_tf(proto)
-        self._sentence_piece._model_resource = _SharedSentencepieceResource(proto)
+        compat.share_sentencepiece_resource(
+            self._sentence_piece, _SharedSentencepieceResource(proto)
+        )
 
     def set_proto(self, proto):
         if proto is None:
