@@ -31,7 +31,8 @@ import sys
 import sacrebleu
 
 from keras_transformer import cli
-from keras_transformer.text import read_lines, write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
+from keras_transformer.text import read_lines
 
 VARIANTS = ("full", "lora4", "lora8", "lora16", "frozen-encoder")
 

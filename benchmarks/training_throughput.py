@@ -120,7 +120,8 @@ def parse_args():
 
 
 def load_corpus(args):
-    from keras_transformer.text import ParallelCorpus, generate_synthetic_pairs
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import ParallelCorpus
 
     if args.data_dir is None:
         english, german = generate_synthetic_pairs(args.synthetic_pairs, seed=args.seed)

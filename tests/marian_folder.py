@@ -13,7 +13,7 @@ import random
 
 import sentencepiece as spm
 
-from keras_transformer.text import generate_synthetic_pairs
+from keras_transformer.synthetic import generate_synthetic_pairs
 
 PIECES_PER_SIDE = 120
 LANGUAGE_CODE = ">>deu<<"

@@ -133,7 +133,7 @@ def assert_group_matches_single(tmp_path, members, single="single"):
 
 def write_recipe_data(directory):
     """Generated WMT-named splits: train.{en,de}, valid.{en,de}, newstest2014.{en,de}."""
-    from keras_transformer.text import write_synthetic_corpus
+    from keras_transformer.synthetic import write_synthetic_corpus
 
     write_synthetic_corpus(directory, train_size=400, valid_size=10, test_size=12, seed=3)
     for language in ("en", "de"):

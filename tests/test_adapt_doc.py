@@ -14,7 +14,8 @@ import sys
 import pytest
 from docs_blocks import ROOT, parse_page
 
-from keras_transformer.text import read_lines, write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
+from keras_transformer.text import read_lines
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

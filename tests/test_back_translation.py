@@ -22,7 +22,7 @@ from keras_transformer.experiment.inputs.run_config_file import (
     write_run_config,
 )
 from keras_transformer.experiment.inputs.split_files import SplitFiles
-from keras_transformer.text import write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
 
 pytestmark = BACKEND_INDEPENDENT
 

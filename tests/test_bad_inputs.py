@@ -48,8 +48,8 @@ SMALL = ["--model-override", "num_layers=1", "--model-override", "d_model=16",
 def made(tmp_path_factory):
     """A run directory (model.keras, train_log.csv, vocabulary, two checkpoints), data files."""
     from keras_transformer.export import save_translation_model
+    from keras_transformer.synthetic.corpus import generate_synthetic_pairs
     from keras_transformer.text import train_vocabulary
-    from keras_transformer.text.synthetic_corpus import generate_synthetic_pairs
 
     root = tmp_path_factory.mktemp("made")
     english, german = generate_synthetic_pairs(120, seed=0)

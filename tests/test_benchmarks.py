@@ -17,7 +17,7 @@ import pytest
 from conftest import BACKEND_INDEPENDENT, only_under, small_config
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
-from keras_transformer.text import write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
@@ -445,7 +445,8 @@ def test_step_profile_sums_a_perfetto_trace_by_process_and_name(tmp_path):
 def test_command_exit_runs(tmp_path):
     # Translation only, of a saved untrained model: the training case runs the same code.
     from keras_transformer.export import save_translation_model
-    from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import train_vocabulary
 
     english, german = generate_synthetic_pairs(200, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=120)
@@ -465,7 +466,8 @@ def test_command_exit_runs(tmp_path):
 @only_under("torch", "trains through the command line; its backend code is test_lora.py's")
 def test_domain_adaptation_runs(tmp_path):
     from keras_transformer.export import save_translation_model
-    from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import train_vocabulary
 
     # A random model file as the base (no base run): one LoRA run and its report.
     tokenizer = train_vocabulary(generate_synthetic_pairs(200, domain="requests")[0], 120)

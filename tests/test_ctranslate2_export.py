@@ -20,7 +20,8 @@ from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import export_ctranslate2, save_translation_model
 from keras_transformer.export.ctranslate2_export import TOKENIZER_FILE, import_ctranslate2
-from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import train_vocabulary
 
 pytestmark = BACKEND_INDEPENDENT
 

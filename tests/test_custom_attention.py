@@ -183,7 +183,8 @@ def test_saved_model_export_serves_what_translator_returns(tmp_path):
 
     from keras_transformer.decoding import Translator
     from keras_transformer.export import export_saved_model
-    from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import train_vocabulary
 
     english, german = generate_synthetic_pairs(200, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=120)

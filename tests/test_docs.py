@@ -23,7 +23,7 @@ from conftest import BACKEND_INDEPENDENT
 from docs_blocks import ROOT, RUN_LANGUAGES, SHOWN_LANGUAGES, pages, parse_page
 from process_group import SMALL_MODEL
 
-from keras_transformer.text import write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 PAGES = pages()

@@ -126,7 +126,8 @@ class Tokens:
 def saved_models(tmp_path_factory):
     """Two .keras files of differently sized models with one tokenizer, and a third with another."""
     from keras_transformer.export import save_translation_model
-    from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import train_vocabulary
 
     english, german = generate_synthetic_pairs(200, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=160)

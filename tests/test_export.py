@@ -1,7 +1,7 @@
 """The SavedModel for TF Serving translates like `Translator`, without Keras, this package or XLA.
 
 The model is trained for a few steps on the backend under test; under JAX or torch it is exported
-through the TensorFlow-backend subprocess (`python -m keras_transformer.export`), as a user
+through the TensorFlow-backend subprocess (`TensorFlowExport`), as a user
 on JAX or torch would.
 """
 
@@ -25,7 +25,8 @@ from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import SETTINGS_FILE, default_max_source_length, export_saved_model
 from keras_transformer.export.translation_module import TranslationModule
-from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import train_vocabulary
 
 DECODING = {"beam_size": 4, "alpha": 0.6, "max_extra_length": 4, "max_source_length": 24}
 # Table 3 row E with max_position 16: decoder positions run to the source length plus

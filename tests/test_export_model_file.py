@@ -1,7 +1,6 @@
 """`.keras` files of a model and its tokenizer, and the export command's front end."""
 
 import ast
-import importlib
 import json
 import os
 import pathlib
@@ -20,7 +19,8 @@ from keras_transformer.commands import export as command
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.export import load_translation_model, save_translation_model
-from keras_transformer.text import SubwordTokenizer, generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import SubwordTokenizer, train_vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -199,17 +199,33 @@ def test_export_folder_imports_no_training_code():
             assert not any(m.startswith("keras_transformer.training") for m in modules), path
 
 
-def test_command_runs_itself_on_tensorflow_from_another_backend(tmp_path, monkeypatch):
+def test_command_exports_through_a_tensorflow_spec_from_another_backend(tmp_path, monkeypatch):
+    from keras_transformer.decoding.decoding_config import DecodingConfig
+    from keras_transformer.export.tensorflow_export import TensorFlowExport
+
     with zipfile.ZipFile(tmp_path / "translator.keras", "w") as archive:  # passes the path checks
         archive.writestr("keras_transformer_tokenizer.json", "{}")
     argv = ["--model", str(tmp_path / "translator.keras"), "--output", str(tmp_path / "1")]
-    calls = []
-    # The command imports both once its arguments are checked, so they are patched at source.
+    specs = []
+
+    def run(self, capture_stderr=False):  # writes and reads the spec file as the subprocess would
+        path = tmp_path / "spec.json"
+        path.write_text(json.dumps(self.to_dict()))
+        specs.append(TensorFlowExport.from_file(path))
+        return subprocess.CompletedProcess([], 0)
+
+    # The command imports the backend once its arguments are checked: patched at source.
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
-    monkeypatch.setattr(
-        importlib.import_module("keras_transformer.export.run_export_command"),
-        "run_export_command",
-        lambda arguments: calls.append(arguments) or subprocess.CompletedProcess(arguments, 0),
-    )
-    assert command.main(argv) == 0
-    assert calls == [argv]
+    monkeypatch.setattr(TensorFlowExport, "run", run)
+    assert command.main([*argv, "--beam-size", "5", "--alpha", "0.7"]) == 0
+    # The decoding travels as data, each DecodingConfig field by name; no command line.
+    decoding = DecodingConfig(beam_size=5, alpha=0.7).to_dict()
+    assert specs == [
+        TensorFlowExport(
+            str(tmp_path / "1"),
+            json.loads(json.dumps(decoding)),
+            model=str(tmp_path / "translator.keras"),
+            prog="keras-transformer export",
+        )
+    ]
+    assert DecodingConfig.from_dict(specs[0].decoding) == DecodingConfig(beam_size=5, alpha=0.7)

@@ -18,7 +18,8 @@ from keras_transformer.figures import (
     plot_training_curves,
     read_training_log,
 )
-from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import train_vocabulary
 
 pytestmark = BACKEND_INDEPENDENT
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import BACKEND_INDEPENDENT
 from test_command_errors import run_in_process
 
-from keras_transformer.text.synthetic_corpus import generate_synthetic_pairs
+from keras_transformer.synthetic.corpus import generate_synthetic_pairs
 
 SMALL = ["--model-override", "num_layers=1", "--model-override", "d_model=16",
          "--model-override", "num_heads=2", "--model-override", "intermediate_dim=32"]  # fmt: skip

@@ -26,7 +26,8 @@ from keras_transformer.export import (
     load_translation_model,
     save_translation_model,
 )
-from keras_transformer.text import JointVocabularyTokenizer, generate_synthetic_pairs
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import JointVocabularyTokenizer
 
 # Marian-like model settings: padding last, decoder start = padding, swish, logits bias.
 MARIAN_OPTIONS = dict(

@@ -15,7 +15,8 @@ from conftest import BACKEND_INDEPENDENT, only_under, small_config
 
 from keras_transformer import Seq2SeqTransformer, cli
 from keras_transformer.export import save_translation_model
-from keras_transformer.text import read_lines, train_vocabulary, write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
+from keras_transformer.text import read_lines, train_vocabulary
 
 FAST = [
     "--token-budget", "512", "--average-last", "1", "--no-validate", "--no-export",

@@ -17,7 +17,8 @@ from keras_transformer import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.beam_search import build_beam_search
 from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import train_vocabulary
 
 NEW_FIELDS = {
     "position_layout": "interleaved",

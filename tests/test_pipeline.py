@@ -18,7 +18,8 @@ from keras_transformer.data import (
     TokenizedCorpus,
     make_translation_dataset,
 )
-from keras_transformer.text import ParallelCorpus, generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import ParallelCorpus, train_vocabulary
 
 PAD, BOS, EOS = 0, 2, 3
 

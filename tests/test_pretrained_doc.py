@@ -17,7 +17,7 @@ import sys
 import pytest
 from docs_blocks import ROOT, parse_page
 
-from keras_transformer.text import write_synthetic_corpus
+from keras_transformer.synthetic import write_synthetic_corpus
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

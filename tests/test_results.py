@@ -45,7 +45,7 @@ def _rescored(hypotheses, references, language, lowercase):
 def _references(record, set_name, tmp_path):
     language = record["target_language"]
     if record["references"] == "quickstart":
-        from keras_transformer.text.synthetic_corpus import write_synthetic_corpus
+        from keras_transformer.synthetic.corpus import write_synthetic_corpus
 
         train, valid, test = record["synthetic_sizes"]
         paths = write_synthetic_corpus(

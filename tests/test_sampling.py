@@ -251,7 +251,7 @@ def test_translator_returns_n_samples_per_sentence(model):
         ({"top_k": -1}, "`top_k` must be >= 0"),
         ({"sampling_seed": 2**32}, "`sampling_seed` must be <= 4294967295"),
         ({"search": "greedy", "num_results": 2}, "must be <= 1 with search='greedy'"),
-        ({"search": "nucleus"}, "`search` must be one of ('beam', 'greedy', 'sampling')"),
+        ({"search": "nucleus"}, "`search` must be one of ('beam', 'greedy', 'sampling', 'constrained')"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_field(settings, message):
@@ -311,7 +311,8 @@ def test_a_sampling_saved_model_serves_the_translators_samples(tmp_path):
     import tensorflow as tf
 
     from keras_transformer.export import SETTINGS_FILE, export_saved_model
-    from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import train_vocabulary
 
     english, german = generate_synthetic_pairs(200, seed=0)
     tokenizer = train_vocabulary(english + german, vocabulary_size=160)

@@ -6,20 +6,19 @@ import re
 import pytest
 from conftest import BACKEND_INDEPENDENT
 
-from keras_transformer.text import (
-    ParallelCorpus,
-    generate_synthetic_pairs,
-    read_lines,
-    write_synthetic_corpus,
-)
-from keras_transformer.text import synthetic_lexicon as lex
-from keras_transformer.text.number_words import (
+from keras_transformer.synthetic import generate_synthetic_pairs, write_synthetic_corpus
+from keras_transformer.synthetic import lexicon as lex
+from keras_transformer.synthetic.number_words import (
     english_cardinal,
     english_ordinal,
     english_year,
     german_cardinal,
     german_ordinal,
     german_year,
+)
+from keras_transformer.text import (
+    ParallelCorpus,
+    read_lines,
 )
 
 pytestmark = BACKEND_INDEPENDENT

@@ -27,7 +27,8 @@ from keras_transformer.commands.translate import main
 from keras_transformer.decoding import Translator
 from keras_transformer.export import save_translation_model
 from keras_transformer.export.export_saved_model import export_saved_model
-from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import train_vocabulary
 from keras_transformer.text.line_chunks import LineChunks
 from keras_transformer.utils import run_directory
 

@@ -5,7 +5,8 @@ from conftest import small_config, to_numpy
 
 from keras_transformer import Seq2SeqTransformer
 from keras_transformer.decoding import Translator, build_beam_search
-from keras_transformer.text import generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import train_vocabulary
 
 
 def detokenize(tokenizer, ids):

@@ -19,7 +19,8 @@ from keras_transformer.data import make_translation_dataset
 from keras_transformer.decoding import Translator
 from keras_transformer.decoding.translator import to_token_lists
 from keras_transformer.evaluation import ValidationCallback
-from keras_transformer.text import ParallelCorpus, generate_synthetic_pairs, train_vocabulary
+from keras_transformer.synthetic import generate_synthetic_pairs
+from keras_transformer.text import ParallelCorpus, train_vocabulary
 
 VOCABULARY = 120
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 from conftest import BACKEND_INDEPENDENT
 from sentencepiece import sentencepiece_model_pb2
 
+from keras_transformer.synthetic import generate_synthetic_pairs
 from keras_transformer.text import (
     BOS_ID,
     EOS_ID,
@@ -16,7 +17,6 @@ from keras_transformer.text import (
     UNK_ID,
     ParallelCorpus,
     SubwordTokenizer,
-    generate_synthetic_pairs,
     train_vocabulary,
     train_vocabulary_from_files,
 )

@@ -27,13 +27,13 @@ from keras_transformer.experiment.training_callbacks import CHECKPOINTS, Trainin
 from keras_transformer.experiment.valid_split import check_valid_settings, tokenizer_ids
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer
+from keras_transformer.synthetic import write_synthetic_corpus
 from keras_transformer.text import (
     ParallelCorpus,
     SubwordTokenizer,
     load_tfds_corpus,
     read_lines,
     train_vocabulary,
-    write_synthetic_corpus,
 )
 from keras_transformer.text.text_files import (
     atomic_output,

@@ -1,4 +1,4 @@
-"""Text side of the input pipeline: vocabulary, tokenizer, corpora, cleaning, synthetic data.
+"""Text side of the input pipeline: vocabulary, tokenizer, corpora, cleaning.
 
 Depends on keras-hub, sentencepiece and tensorflow-text; never on the model
 packages (`layers`, `models`, `training`).
@@ -22,8 +22,6 @@ __all__ = lazy_exports(
         "PAD_ID": "subword_tokenizer",
         "UNK_ID": "subword_tokenizer",
         "SubwordTokenizer": "subword_tokenizer",
-        "generate_synthetic_pairs": "synthetic_corpus",
-        "write_synthetic_corpus": "synthetic_corpus",
         "read_lines": "text_files",
         "load_tfds_corpus": "tfds_corpus",
         "TranslationTokenizer": "translation_tokenizer",

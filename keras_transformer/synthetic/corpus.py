@@ -29,8 +29,8 @@ import os
 import random
 from pathlib import Path
 
-from keras_transformer.text import synthetic_lexicon as lex
-from keras_transformer.text.number_words import (
+from keras_transformer.synthetic import lexicon as lex
+from keras_transformer.synthetic.number_words import (
     english_cardinal,
     english_ordinal,
     english_year,
