@@ -22,7 +22,7 @@ import fairseq_reference as ref  # noqa: E402
 
 from keras_transformer.commands.import_fairseq import main as fairseq_main  # noqa: E402
 from keras_transformer.pretrained.fairseq import import_fairseq  # noqa: E402
-from keras_transformer.pretrained.fairseq_dictionary import (  # noqa: E402
+from keras_transformer.pretrained.fairseq.dictionary import (  # noqa: E402
     padded_symbols,
     read_fairseq_dictionary,
 )
@@ -366,7 +366,7 @@ class TrainingMeter:
 def test_checkpoint_is_read_without_running_its_classes(tmp_path, zip_format):
     import enum
 
-    from keras_transformer.pretrained.fairseq_checkpoint import (
+    from keras_transformer.pretrained.fairseq.checkpoint import (
         UnreadObject,
         checkpoint_settings,
         load_checkpoint,

@@ -1,17 +1,18 @@
 """`keras-transformer import FORMAT ...`: a published model as a translation model file.
 
-FORMAT picks the command: `marian` (`import_marian.py`) or `fairseq` (`import_fairseq.py`),
-each with its own options dataclass and `--help`.
+FORMAT picks the command, one per format of the registry (pretrained/formats.py):
+`import_marian.py`, `import_fairseq.py`, ..., each with its own options dataclass and `--help`.
 """
 
+import importlib
 import sys
 
-from keras_transformer.commands import import_fairseq, import_marian
+from keras_transformer.pretrained.formats import COMMAND_ORDER, command_module, summary
 from keras_transformer.utils.command_line import OneLineErrorParser
 
 PROG = "keras-transformer import"
-# Each format's command.
-FORMAT_COMMANDS = {"marian": import_marian.main, "fairseq": import_fairseq.main}
+# Each format's command module, imported when its format is chosen.
+FORMAT_COMMANDS = {name: command_module(name) for name in COMMAND_ORDER}
 
 
 def main(argv=None, prog=PROG):
@@ -19,8 +20,8 @@ def main(argv=None, prog=PROG):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineErrorParser(
         prog=prog,
-        description="Write a published model (Marian / OPUS-MT, fairseq) as a translation "
-        "model file that translate, evaluate, export and train --init-from take.",
+        description=f"Write a published model ({', '.join(map(summary, COMMAND_ORDER))}) as a "
+        "translation model file that translate, evaluate, export and train --init-from take.",
     )
     parser.add_argument(
         "format", choices=tuple(FORMAT_COMMANDS), help="The model's format; FORMAT --help for more."
@@ -31,5 +32,5 @@ def main(argv=None, prog=PROG):
         parser.print_help()
         return 0
     arguments = parser.parse_args(argv[:1])
-    command = FORMAT_COMMANDS[arguments.format]
+    command = importlib.import_module(FORMAT_COMMANDS[arguments.format]).main
     return command(argv[1:], prog=f"{prog} {arguments.format}") or 0

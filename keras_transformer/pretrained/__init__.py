@@ -17,6 +17,7 @@ __all__ = lazy_exports(
         "find_model_source": "model_source",
         "hub_snapshot": "hub",
         "import_fairseq": "fairseq",
+        "import_opennmt": "opennmt",
         "import_marian": "marian",
         "load_model_source": "model_source",
         "load_translator": "load_translator",

@@ -15,8 +15,19 @@ import os
 import numpy as np
 
 from keras_transformer.models.transformer_config import TransformerConfig
-from keras_transformer.pretrained.layer_weights import StateDict, assign, set_layers
+from keras_transformer.pretrained.fairseq.names import BART_PROJECTIONS, BART_SUBLAYERS
+from keras_transformer.pretrained.tensor_names import LayerNames, layer_tensor_names
 from keras_transformer.pretrained.torch_load_error import torch_load_error
+from keras_transformer.pretrained.weight_setter import StateDict, Tensor, set_weights
+
+NAME = "marian"
+# What a `save_pretrained` folder holds besides its weights (one of WEIGHT_FILES).
+FOLDER_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
+FOLDER_HINT = f"a Marian folder ({', '.join(FOLDER_FILES)}, model.safetensors)"
+MISSING_HINT = "a Marian folder (no source.spm)"
+MARIAN_LAYERS = LayerNames(
+    "model.encoder.layers.{i}", "model.decoder.layers.{i}", BART_SUBLAYERS, BART_PROJECTIONS
+)
 
 CONFIG_FILE = "config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -208,14 +219,6 @@ def _read_torch_file(path):
     return {name: tensor.float().numpy() for name, tensor in state.items()}
 
 
-def _first(tensors, names):
-    """The first of `names` present (tied embeddings are saved under one of them)."""
-    for name in names:
-        if name in tensors:
-            return name, tensors.take(name)
-    raise ValueError(f"{tensors.source}: no tensor {names[0]!r}")
-
-
 def _check_positions(model, tensors):
     """Older files hold the sinusoid tables: they must equal the ones our layers compute."""
     from keras import ops
@@ -232,35 +235,57 @@ def _check_positions(model, tensors):
                 raise ValueError(f"{tensors.source}: {name} is not Marian's sinusoid table")
 
 
+def _embedding_name(tensors, tied):
+    """The name the embedding matrix is read from; its tied copies must equal it and go."""
+    names = (
+        "model.shared.weight",
+        "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight",
+    ) + (("lm_head.weight",) if tied else ())
+    present = [name for name in names if name in tensors]
+    if not present:
+        raise ValueError(f"{tensors.source}: no tensor {names[0]!r}")
+    embedding = tensors.tensors[present[0]]
+    for other in present[1:]:  # the same matrix saved under its other names
+        if not np.array_equal(tensors.take(other), embedding):
+            raise ValueError(f"{tensors.source}: {other} differs from {present[0]}; expected tied")
+    return present[0]
+
+
+def tensor_names(config, embedding="model.shared.weight", logits_bias=True):
+    """Marian's tensor-name map of a model of `config` (see weight_setter.py).
+
+    Args:
+        config: the model's `TransformerConfig`.
+        embedding: str, the name the embedding matrix is saved under.
+        logits_bias: bool, whether the file has `final_logits_bias`
+            (transformers leaves an absent one at zero).
+    """
+    rule = "same" if logits_bias else "zeros"
+    names = {
+        "target_embedding": Tensor(embedding),
+        "logits_bias": Tensor("final_logits_bias" if logits_bias else None, rule),
+    }
+    if not config.tie_output_projection:
+        names["output_projection"] = Tensor("lm_head.weight", "linear")
+    names.update(layer_tensor_names(config, MARIAN_LAYERS))
+    return names
+
+
 def set_marian_weights(model, tensors):
     """Puts a Marian state dict into a built `Seq2SeqTransformer` of its config.
 
     Raises:
         ValueError: a tensor missing, of another shape, or left over.
     """
-    embedding_names = (
-        "model.shared.weight",
-        "model.encoder.embed_tokens.weight",
-        "model.decoder.embed_tokens.weight",
-    )
-    if not model.config.tie_output_projection:
-        name, weight = _first(tensors, ("lm_head.weight",))
-        assign(model.output_projection.kernel, weight.T, name)
-    else:
-        embedding_names += ("lm_head.weight",)
-    name, embedding = _first(tensors, embedding_names)
-    assign(model.target_embedding.embeddings, embedding, name)
-    for other in embedding_names:  # the same matrix saved under its other names
-        if other in tensors and not np.array_equal(tensors.take(other), embedding):
-            raise ValueError(f"{tensors.source}: {other} differs from {name}; expected tied")
-    bias = tensors.take("final_logits_bias") if "final_logits_bias" in tensors else None
-    if bias is not None:
-        assign(model.logits_bias, bias.reshape(-1), "final_logits_bias")
-    else:  # transformers leaves an absent bias at zero
-        model.logits_bias.assign(np.zeros(model.logits_bias.shape, "float32"))
+    if not model.config.tie_output_projection and "lm_head.weight" not in tensors:
+        raise ValueError(f"{tensors.source}: no tensor 'lm_head.weight'")
+    embedding = _embedding_name(tensors, model.config.tie_output_projection)
     _check_positions(model, tensors)
-    set_layers(model, tensors, "model.encoder", "model.decoder")
-    tensors.check_all_used()
+    if "final_logits_bias" in tensors:  # saved as (1, vocabulary)
+        tensors.tensors["final_logits_bias"] = tensors.tensors["final_logits_bias"].reshape(-1)
+    names = tensor_names(model.config, embedding, "final_logits_bias" in tensors)
+    set_weights(model, names, tensors)
 
 
 def load_marian_model(directory):
@@ -354,3 +379,31 @@ def marian_translation_model(directory):
             f"vocab_size is {model.config.vocabulary_size}"
         )
     return model, tokenizer
+
+
+def accepts_file(path):
+    """Whether a file given as a model is this format's: never (a Marian model is a folder)."""
+    return False
+
+
+def find_in_folder(name, folder):
+    """`folder` if it is a Marian folder, else None.
+
+    Raises:
+        ValueError: a Marian folder with files missing.
+    """
+    present = [file for file in FOLDER_FILES if os.path.isfile(os.path.join(folder, file))]
+    if not set(present) - {"config.json"}:  # a run directory has a config.json too
+        return None
+    missing = [file for file in FOLDER_FILES if file not in present]
+    if not any(os.path.isfile(os.path.join(folder, file)) for file in WEIGHT_FILES):
+        missing.append(" or ".join(WEIGHT_FILES))
+    if missing:
+        raise ValueError(
+            f"{name}: missing {', '.join(missing)}; expected a Marian folder as "
+            "save_pretrained writes it"
+        )
+    return folder
+
+
+translation_model = marian_translation_model

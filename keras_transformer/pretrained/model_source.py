@@ -1,28 +1,27 @@
 """`ModelSource`: which translation model a name means, found before any backend loads.
 
-A name is a `.keras` translation model file, a run directory (its `model.keras`), a Marian /
-OPUS-MT `save_pretrained` folder, a fairseq checkpoint (a `.pt` file, or a folder holding one
-with its dictionaries), or a Hugging Face id such as `Helsinki-NLP/opus-mt-en-de`, which
-`hub_snapshot` downloads into (or finds in) huggingface_hub's cache.
+A name is a `.keras` translation model file, a run directory (its `model.keras`), a model of
+one of the registered formats (formats.py: a Marian / OPUS-MT `save_pretrained` folder, a
+fairseq or OpenNMT-py checkpoint or its folder), or a Hugging Face id such as
+`Helsinki-NLP/opus-mt-en-de`, which `hub_snapshot` downloads into (or finds in)
+huggingface_hub's cache.
 """
 
 import dataclasses
-import glob
 import os
 import re
 
+from keras_transformer.pretrained.formats import FORMATS, formats, get_format
 from keras_transformer.utils.run_directory import MODEL_FILE, SAVED_MODEL_PROTO, resolve_model_file
 
-KINDS = ("keras", "marian", "fairseq")
-# What a Marian `save_pretrained` folder holds besides its weights (one of MARIAN_WEIGHTS).
-MARIAN_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
-MARIAN_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+KINDS = ("keras", *FORMATS)
 # A Hugging Face model id: ORG/NAME (letters, digits, '.', '_', '-').
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
-FOLDER_KINDS = (
-    f"{MODEL_FILE} (a run directory), a Marian folder ({', '.join(MARIAN_FILES)}, "
-    f"{MARIAN_WEIGHTS[0]}) or a fairseq checkpoint folder (model.pt, dict.SRC.txt, dict.TGT.txt)"
-)
+
+
+def _or_list(items):
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +31,9 @@ class ModelSource:
     Args:
         name: str, the name as given (a path or a Hugging Face id).
         kind: str, one of `KINDS`: "keras" (a `save_translation_model`
-            file), "marian" (a `save_pretrained` folder) or "fairseq" (a
-            checkpoint file whose folder holds the dictionaries).
+            file) or a format of formats.py: "marian" (a `save_pretrained`
+            folder), "fairseq" (a checkpoint file whose folder holds the
+            dictionaries), "opennmt" (a checkpoint file).
         path: str, the `.keras` file, the Marian folder or the checkpoint.
 
     Example:
@@ -70,8 +70,8 @@ def find_model_source(name, command="load_translator"):
 
     Args:
         name: str or path-like: a `.keras` file, a run directory, a Marian
-            folder, a fairseq checkpoint (`.pt`) or folder, or a Hugging Face
-            id (`ORG/NAME`, needs huggingface_hub).
+            folder, a fairseq or OpenNMT-py checkpoint (`.pt`) or folder, or a
+            Hugging Face id (`ORG/NAME`, needs huggingface_hub).
         command: str, the command's name for the messages.
 
     Returns:
@@ -91,8 +91,9 @@ def find_model_source(name, command="load_translator"):
     if os.path.isdir(name):
         return _folder_source(name, name, command)
     if os.path.isfile(name):
-        if name.endswith(".pt"):
-            return ModelSource(name, "fairseq", name)
+        for module in formats():
+            if module.accepts_file(name):
+                return ModelSource(name, module.NAME, name)
         return ModelSource(name, "keras", resolve_model_file(name, command))
     if is_hub_id(name):
         from keras_transformer.pretrained.hub import hub_snapshot
@@ -102,28 +103,15 @@ def find_model_source(name, command="load_translator"):
 
 
 def _folder_source(name, folder, command):
-    """The source of a folder: a run directory, a Marian folder or a fairseq one."""
+    """The source of a folder: a run directory or a folder of a registered format."""
     if os.path.isfile(os.path.join(folder, SAVED_MODEL_PROTO)) or os.path.isfile(
         os.path.join(folder, MODEL_FILE)
     ):
         return ModelSource(name, "keras", resolve_model_file(folder, command))
-    present = [file for file in MARIAN_FILES if os.path.isfile(os.path.join(folder, file))]
-    if set(present) - {"config.json"}:  # a run directory has a config.json too
-        missing = [file for file in MARIAN_FILES if file not in present]
-        if not any(os.path.isfile(os.path.join(folder, file)) for file in MARIAN_WEIGHTS):
-            missing.append(" or ".join(MARIAN_WEIGHTS))
-        if missing:
-            raise ValueError(
-                f"{name}: missing {', '.join(missing)}; expected a Marian folder as "
-                "save_pretrained writes it"
-            )
-        return ModelSource(name, "marian", folder)
-    checkpoints = sorted(glob.glob(os.path.join(glob.escape(folder), "*.pt")))
-    if checkpoints and glob.glob(os.path.join(glob.escape(folder), "dict.*.txt")):
-        if len(checkpoints) > 1:
-            names = ", ".join(os.path.basename(path) for path in checkpoints)
-            raise ValueError(f"{name}: several fairseq checkpoints ({names}); name one")
-        return ModelSource(name, "fairseq", checkpoints[0])
+    for module in formats():
+        found = module.find_in_folder(name, folder)
+        if found is not None:
+            return ModelSource(name, module.NAME, found)
     if folder != name:
         raise ValueError(
             f"{name}: this Hugging Face model is no Marian / OPUS-MT model and holds no "
@@ -132,18 +120,18 @@ def _folder_source(name, folder, command):
     try:
         resolve_model_file(folder, command)  # a run directory's own error
     except ValueError as error:
-        raise ValueError(
-            f"{str(error).rstrip('.')}; nor a Marian folder (no source.spm) or a fairseq "
-            "checkpoint folder (no *.pt)"
-        ) from None
-    raise ValueError(f"{name}: not a model folder; expected {FOLDER_KINDS}")
+        hints = _or_list(module.MISSING_HINT for module in formats())
+        raise ValueError(f"{str(error).rstrip('.')}; nor {hints}") from None
+    kinds = _or_list([f"{MODEL_FILE} (a run directory)", *(m.FOLDER_HINT for m in formats())])
+    raise ValueError(f"{name}: not a model folder; expected {kinds}")
 
 
 def load_model_source(source):
     """The model and tokenizer of a `ModelSource` (or of a name `find_model_source` takes).
 
-    A Marian folder or a fairseq checkpoint is converted in memory, as
-    `keras-transformer import` converts it, without writing a file.
+    A model of a registered format (a Marian folder, a fairseq or OpenNMT-py
+    checkpoint) is converted in memory, as `keras-transformer import`
+    converts it, without writing a file.
 
     Args:
         source: a `ModelSource`, or a str or path-like name.
@@ -161,14 +149,8 @@ def load_model_source(source):
     """
     if not isinstance(source, ModelSource):
         source = find_model_source(source)
-    if source.kind == "marian":
-        from keras_transformer.pretrained.marian import marian_translation_model
-
-        return marian_translation_model(source.path)
-    if source.kind == "fairseq":
-        from keras_transformer.pretrained.fairseq import fairseq_translation_model
-
-        return fairseq_translation_model(source.path, os.path.dirname(source.path) or ".")
+    if source.kind in FORMATS:
+        return get_format(source.kind).translation_model(source.path)
     from keras_transformer.export.load_translation_model import load_translation_model
 
     return load_translation_model(source.path, compile=False)

@@ -1,12 +1,31 @@
-"""A fairseq `transformer` state dict, by fairseq's names, into a `Seq2SeqTransformer`."""
+"""fairseq's tensors: its state dict under current names, and its tensor-name map."""
 
 import re
 
 import numpy as np
 
-from keras_transformer.pretrained.fairseq_model import FairseqImportError
-from keras_transformer.pretrained.layer_weights import StateDict, assign, set_layers, set_norm
+from keras_transformer.pretrained.fairseq.settings import FairseqImportError
+from keras_transformer.pretrained.tensor_names import (
+    LayerNames,
+    final_norm_names,
+    layer_tensor_names,
+)
+from keras_transformer.pretrained.weight_setter import StateDict, Tensor, set_weights
 
+# fairseq's (and Hugging Face BART's) names of a layer's tensors.
+BART_SUBLAYERS = {
+    "self_attention": "self_attn",
+    "self_attention_norm": "self_attn_layer_norm",
+    "cross_attention": "encoder_attn",
+    "cross_attention_norm": "encoder_attn_layer_norm",
+    "feed_forward.inner": "fc1",
+    "feed_forward.output": "fc2",
+    "feed_forward_norm": "final_layer_norm",
+}
+BART_PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj", "output": "out_proj"}
+FAIRSEQ_LAYERS = LayerNames(
+    "encoder.layers.{i}", "decoder.layers.{i}", BART_SUBLAYERS, BART_PROJECTIONS
+)
 # Entries that hold no weights of the model: buffers and version markers.
 _IGNORED = re.compile(r"(^|\.)version$|\.embed_positions\.(_float_tensor|weights)$")
 
@@ -44,26 +63,40 @@ def normalized_state(state):
     return arrays
 
 
-def _embeddings(tensors, model):
-    config = model.config
-    target = tensors.take("decoder.embed_tokens.weight")
-    source = tensors.take("encoder.embed_tokens.weight")
+def _check_tied(tensors, config):
+    """The tensors fairseq ties must be equal; the copies are dropped."""
+    source = tensors.tensors["encoder.embed_tokens.weight"]
+    target = tensors.tensors["decoder.embed_tokens.weight"]
     if config.share_embeddings:
         if not np.array_equal(source, target):
             raise FairseqImportError(
                 "share_all_embeddings is set but the encoder and decoder embeddings differ"
             )
-    else:
-        assign(model.source_embedding.embeddings, source, "encoder.embed_tokens.weight")
-    assign(model.target_embedding.embeddings, target, "decoder.embed_tokens.weight")
+        tensors.take("encoder.embed_tokens.weight")
     output = "decoder.output_projection.weight"
-    if not config.tie_output_projection:
-        assign(model.output_projection.kernel, tensors.take(output).T, output)
-    elif output in tensors and not np.array_equal(tensors.take(output), target):
+    tied = config.tie_output_projection and output in tensors
+    if tied and not np.array_equal(tensors.take(output), target):
         raise FairseqImportError(
             "share_decoder_input_output_embed is set but decoder.output_projection.weight "
             "differs from decoder.embed_tokens.weight"
         )
+
+
+def tensor_names(config):
+    """fairseq's tensor-name map of a model of `config` (see weight_setter.py)."""
+    names = {"target_embedding": Tensor("decoder.embed_tokens.weight")}
+    if not config.share_embeddings:
+        names["source_embedding"] = Tensor("encoder.embed_tokens.weight")
+    if not config.tie_output_projection:
+        names["output_projection"] = Tensor("decoder.output_projection.weight", "linear")
+    if config.position_embedding == "learned":
+        # fairseq's rows from padding_idx + 1 on: its first position's.
+        for stack, path in (("encoder", "source_positions"), ("decoder", "target_positions")):
+            names[path] = Tensor(f"{stack}.embed_positions.weight", start_row=config.pad_id + 1)
+    if config.normalize_first:
+        names.update(final_norm_names("encoder.layer_norm", "decoder.layer_norm"))
+    names.update(layer_tensor_names(config, FAIRSEQ_LAYERS))
+    return names
 
 
 def assign_fairseq_weights(model, state, source="the checkpoint"):
@@ -79,18 +112,8 @@ def assign_fairseq_weights(model, state, source="the checkpoint"):
             module the model does not have); the message names it.
     """
     tensors = StateDict(normalized_state(state), source)
-    _embeddings(tensors, model)
-    set_layers(model, tensors, "encoder", "decoder")
-    if model.config.position_embedding == "learned":
-        for stack, layer in (
-            ("encoder", model.source_position_embedding),
-            ("decoder", model.target_position_embedding),
-        ):
-            name = f"{stack}.embed_positions.weight"
-            # fairseq's rows from padding_idx + 1 on: its first position's.
-            table = tensors.take(name)[model.config.pad_id + 1 :]
-            assign(layer.position_embeddings, table, name)
-    if model.encoder_final_norm is not None:
-        set_norm(model.encoder_final_norm, tensors, "encoder.layer_norm")
-        set_norm(model.decoder_final_norm, tensors, "decoder.layer_norm")
-    tensors.check_all_used()
+    for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
+        if name not in tensors:
+            raise ValueError(f"{source}: no tensor {name!r}")
+    _check_tied(tensors, model.config)
+    set_weights(model, tensor_names(model.config), tensors)

@@ -1,7 +1,7 @@
 """fairseq `transformer` settings and state dicts as a `TransformerConfig` and Keras weights."""
 
 from keras_transformer.models.transformer_config import TransformerConfig
-from keras_transformer.pretrained.fairseq_dictionary import PAD_ID
+from keras_transformer.pretrained.fairseq.dictionary import PAD_ID
 
 # fairseq's base_architecture (transformer_legacy.py) for settings an older checkpoint lacks.
 BASE_SETTINGS = {
