@@ -378,8 +378,9 @@ def test_module_runs_as_a_command(files, capsys, monkeypatch):
     assert code == 0 and output.out.startswith("BLEU = ")
     code, output = run(*argv, "missing.de")
     assert code == 2
+    # An alias of `python -m keras_transformer evaluate`: the command's own messages.
     assert output.err == (
-        "python -m keras_transformer.evaluation: error: The file does not exist: 'missing.de'\n"
+        "keras-transformer evaluate: error: The file does not exist: 'missing.de'\n"
     )
 
 

@@ -20,6 +20,7 @@ from keras_transformer.experiment import ExperimentConfig
 from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.text import ParallelCorpus, SubwordTokenizer
+from keras_transformer.utils.run_directory import RunDirectory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The recipe runs' batching: three batch shapes on the generated data instead of 16 (wide
@@ -111,6 +112,18 @@ def test_wmt14_base_runs_end_to_end_with_averaging_evaluation_and_export(wmt_run
     with open(output / "train_log.csv") as log:
         rows = log.readlines()
     assert len(rows) == 2 and rows[1].startswith("20,")  # header, then the last step
+
+
+def test_every_file_of_the_run_folder_is_named_by_its_run_directory(wmt_run, wmt_files):
+    # What the run wrote, listed: the check that no input lies among a run's outputs
+    # (`RunDirectory.written_paths`) knows every one of them.
+    output = wmt_run[0]
+    run = RunDirectory(output)
+    files, folders = run.written_paths(str(wmt_files / "newstest2014.de"))
+    named = {*files, *folders, run.vocabulary_path}
+    assert {str(output / name) for name in os.listdir(output)} <= named
+    assert run.model_path in files and run.scores_path in files
+    assert run.hypotheses_path("x/newstest2014.de") == str(output / "newstest2014.de.hyp")
 
 
 @BACKEND_INDEPENDENT

@@ -1,12 +1,12 @@
-"""`python -m keras_transformer.checkpoints`: `keras-transformer average` (commands/average.py)."""
+"""`python -m keras_transformer.checkpoints`: an alias of `python -m keras_transformer average`.
 
+Kept for earlier command lines. It imports nothing of the package: it runs the package's
+own entry point (`keras_transformer/__main__.py`, the top floor) with the command's name.
+"""
+
+import runpy
 import sys
 
-from keras_transformer.commands.average import main
-from keras_transformer.utils.backend_logs import quiet_backend_logs
-from keras_transformer.utils.process_exit import skip_collection_at_exit
-
 if __name__ == "__main__":
-    skip_collection_at_exit()
-    quiet_backend_logs()
-    sys.exit(main(prog="python -m keras_transformer.checkpoints"))
+    sys.argv[1:1] = ["average"]
+    runpy.run_module("keras_transformer", run_name="__main__", alter_sys=True)

@@ -8,6 +8,8 @@ import re
 import shutil
 import uuid
 
+from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN
+
 # The files a checkpoint can be (here: this module loads no backend, so the commands find
 # checkpoints before TensorFlow loads).
 CHECKPOINT_SUFFIXES = (".weights.h5", ".keras")
@@ -93,7 +95,7 @@ def latest_checkpoints(directory, n, pattern="*.weights.h5"):
 DIVERGED_SUFFIX = ".diverged"
 
 
-def set_aside_checkpoints(directory, from_step, pattern="ckpt-*.weights.h5"):
+def set_aside_checkpoints(directory, from_step, pattern=CHECKPOINT_PATTERN):
     """Renames the checkpoints of step `from_step` and later to `<name>.diverged`.
 
     For a run whose loss diverged from `from_step` on: its checkpoints of

@@ -24,8 +24,9 @@ from keras_transformer.checkpoints.training_state import (
 from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
 from keras_transformer.utils.live_line import end_live_line
+from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN
 
-NAME_FORMAT = "ckpt-{step:08d}.weights.h5"
+NAME_FORMAT = CHECKPOINT_PATTERN.replace("*", "{step:08d}")
 
 
 def _message(text):
@@ -38,7 +39,7 @@ def _checkpoint_files(directory):
     """Checkpoint files of `directory`, oldest step first."""
     found = [
         path
-        for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5"))
+        for path in glob.glob(os.path.join(directory, CHECKPOINT_PATTERN))
         if checkpoint_step(path) is not None
     ]
     return sorted(found, key=checkpoint_step)
@@ -220,7 +221,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         os.makedirs(self.directory, exist_ok=True)
-        unfinished = remove_unfinished_writes(self.directory, "ckpt-*.weights.h5")
+        unfinished = remove_unfinished_writes(self.directory, CHECKPOINT_PATTERN)
         if unfinished:
             _message(
                 f"Removed {len(unfinished)} unfinished checkpoint write(s) of killed runs: "

@@ -142,7 +142,7 @@ def _check_flags(parser, options):
 def _with_run_dir(parser, options):
     """(options reading the run's checkpoints, the run's model settings or None)."""
     try:
-        run = RunDirectory(options.run_dir)
+        run = RunDirectory.existing(options.run_dir)
         pattern = options.pattern
         if pattern == AverageOptions().pattern:
             pattern = CHECKPOINT_PATTERN  # not best.weights.h5
@@ -218,7 +218,7 @@ def _run_config(first_checkpoint):
     """The config.json of the run whose checkpoints/ folder holds `first_checkpoint`, or None."""
     folder = os.path.dirname(os.path.dirname(os.path.abspath(first_checkpoint)))
     try:
-        return RunDirectory(folder).config_file()
+        return RunDirectory.existing(folder).config_file()
     except ValueError:
         return None
 

@@ -103,7 +103,7 @@ def build_parser(prog=PROG):
 def _with_run_dir(parser, options):
     """`options` with what --run-dir gives for the settings not set."""
     try:
-        run = RunDirectory(options.run_dir)
+        run = RunDirectory.existing(options.run_dir)
         hypotheses = options.hypotheses or run.hypotheses_file()
         experiment = run.data_settings()
         language = options.language

@@ -25,6 +25,8 @@ from keras_transformer.utils.same_file import (
 )
 
 PROG = "keras-transformer export"
+# The options that name the model's files (`load_model_files`' arguments).
+MODEL_FILES = ("model", "weights", "config", "preset", "tokenizer")
 
 DESCRIPTION = """\
 Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
@@ -35,7 +37,7 @@ decoding settings are fixed here and written to assets/translation_settings.json
 docs/serving.md.
 
 The graph is traced on the TensorFlow backend whatever backend trained the model: under
-another KERAS_BACKEND this command runs itself again with KERAS_BACKEND=tensorflow.
+another KERAS_BACKEND the export runs in a subprocess with KERAS_BACKEND=tensorflow.
 
 --format ctranslate2 writes a CTranslate2 model directory instead (the optional ctranslate2
 package: pip install 'keras-transformer-mt[ctranslate2]'), optionally quantized, with the
@@ -177,23 +179,30 @@ def main(argv=None, prog=PROG):
         return _export_ctranslate2(parser, options)
     # The backend loads here, once the arguments and paths are checked.
     from keras_transformer import backend
-    from keras_transformer.export.export_saved_model import export_saved_model
-    from keras_transformer.export.run_export_command import run_export_command
+    from keras_transformer.export.tensorflow_export import TensorFlowExport
 
+    export = TensorFlowExport(
+        options.output,
+        decoding.to_dict(),
+        **{name: getattr(options, name) for name in MODEL_FILES},
+        overwrite=options.overwrite,
+        prog=parser.prog,
+    )
     if not backend.is_tensorflow():
         print(
             f"KERAS_BACKEND is {backend.name()}: exporting with "
             "KERAS_BACKEND=tensorflow in a subprocess.",
             file=sys.stderr,
         )
-        return run_export_command(argv).returncode
-    try:
-        model, tokenizer = _load(options)
-        path = export_saved_model(
-            model, tokenizer, options.output, decoding, overwrite=options.overwrite
-        )
-    except (OSError, ValueError, TypeError) as error:
-        parser.fail(error)
+        status = export.run().returncode
+        if status != 0:
+            return status
+        path = os.path.abspath(options.output)
+    else:
+        try:
+            path = export.export()
+        except (OSError, ValueError, TypeError) as error:
+            parser.fail(error)
     # Messages, not data: stdout stays empty.
     print(f"Exported a SavedModel to {path}", file=sys.stderr)
     print(
@@ -232,7 +241,7 @@ def _resolve_model(parser, options):
     """`options` with `model` a .keras file (from --run-dir or a --model directory)."""
     try:
         if options.run_dir is not None:
-            return options.replace(model=RunDirectory(options.run_dir).model_file())
+            return options.replace(model=RunDirectory.existing(options.run_dir).model_file())
         if options.model is not None:
             model = resolve_model_file(
                 options.model, "export", needs_tokenizer=options.tokenizer is None
@@ -280,30 +289,6 @@ def _refuse_output_among_inputs(parser, options):
 
 def _load(options):
     """(model, tokenizer) from the command's options."""
-    import keras
+    from keras_transformer.export.model_files import load_model_files
 
-    from keras_transformer.checkpoints.model_file_check import check_model_file, reading_model_file
-    from keras_transformer.export.load_translation_model import load_translation_model
-    from keras_transformer.models.build_model import build_model
-    from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
-    from keras_transformer.text.subword_tokenizer import SubwordTokenizer
-
-    tokenizer = SubwordTokenizer(proto=options.tokenizer) if options.tokenizer else None
-    if options.model is not None:
-        if tokenizer is None:
-            return load_translation_model(options.model, compile=False)
-        with reading_model_file(check_model_file(options.model)):
-            model = keras.saving.load_model(options.model, compile=False)
-        if not isinstance(model, Seq2SeqTransformer):
-            raise ValueError(
-                f"{options.model} holds a {type(model).__name__}, not a Seq2SeqTransformer."
-            )
-        return model, tokenizer
-    model = build_model(
-        options.config,
-        preset=options.preset,
-        vocabulary_size=tokenizer.vocabulary_size() if options.preset else None,
-    )
-    with reading_model_file(check_model_file(options.weights)):
-        model.load_weights(options.weights)
-    return model, tokenizer
+    return load_model_files(**{name: getattr(options, name) for name in MODEL_FILES})

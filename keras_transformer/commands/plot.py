@@ -14,7 +14,7 @@ from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 from keras_transformer.utils.numeric_settings import check_int
-from keras_transformer.utils.run_directory import DATA_DIR, MODEL_FILE
+from keras_transformer.utils.run_directory import MODEL_FILE, RunDirectory
 from keras_transformer.utils.run_directory import TRAIN_LOG_FILE as TRAIN_LOG
 
 PROG = "keras-transformer plot"
@@ -93,7 +93,7 @@ def build_parser(prog=PROG):
 
 
 def _default_source(options):
-    data_dir = options.data_dir or os.path.join(options.run_dir, DATA_DIR)
+    data_dir = options.data_dir or RunDirectory(options.run_dir).data_path
     split = options.test_split
     prefix = split if os.sep in split or "/" in split else os.path.join(data_dir, split)
     path = f"{prefix}.{options.source_language}"
@@ -129,15 +129,15 @@ def draw_figures(options):
     from keras_transformer.figures.plot_training_curves import plot_training_curves
 
     check_matplotlib()  # before the slow model loading
-    output_dir = options.output_dir or os.path.join(options.run_dir, "figures")
+    run = RunDirectory(options.run_dir)
+    output_dir = options.output_dir or run.figures_path
     source = options.source if options.source is not None else _default_source(options)
     from keras_transformer.export.load_translation_model import load_translation_model
 
     # Loaded (and checked) first: a damaged model.keras stops the command before any figure.
-    model_path = os.path.join(options.run_dir, MODEL_FILE)
-    model, tokenizer = load_translation_model(model_path, compile=False)
+    model, tokenizer = load_translation_model(run.model_path, compile=False)
     paths = [os.path.join(output_dir, "training_curves.png")]
-    plot_training_curves(os.path.join(options.run_dir, TRAIN_LOG), paths[-1], dpi=options.dpi)
+    plot_training_curves(run.train_log_path, paths[-1], dpi=options.dpi)
     paths.append(os.path.join(output_dir, "learning_rate.png"))
     plot_learning_rate_schedule(paths[-1], dpi=options.dpi)
     target = options.target
@@ -182,8 +182,8 @@ def main(argv=None, prog=PROG):
         parser.error(str(error))
     if not os.path.isdir(options.run_dir):
         parser.fail(f"run directory not found: {options.run_dir}")
-    for name in (TRAIN_LOG, MODEL_FILE):
-        path = os.path.join(options.run_dir, name)
+    run = RunDirectory(options.run_dir)
+    for name, path in ((TRAIN_LOG, run.train_log_path), (MODEL_FILE, run.model_path)):
         if not os.path.isfile(path):
             parser.fail(f"the run directory has no {name}: {path}")
     try:

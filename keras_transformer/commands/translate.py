@@ -146,7 +146,7 @@ def _model_sources(parser, options):
 
     try:
         if options.run_dir is not None:
-            path = RunDirectory(options.run_dir).model_file()
+            path = RunDirectory.existing(options.run_dir).model_file()
             return [ModelSource(options.run_dir, "keras", resolve_model_file(path, "translate"))]
         if options.adapter is not None and len(options.model) > 1:
             parser.error("--adapter applies to one --model, not to an ensemble")

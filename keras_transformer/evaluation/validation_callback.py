@@ -20,6 +20,11 @@ from keras_transformer.training.batch_counter import BatchCounter
 from keras_transformer.training.csv_log import append_log_row, truncate_log
 from keras_transformer.training.optimizer_state import accumulation_steps, batches_trained
 from keras_transformer.utils.live_line import end_live_line
+from keras_transformer.utils.run_directory import (
+    BEST_CHECKPOINT_FILE,
+    VALID_EVENTS_DIR,
+    VALID_LOG_FILE,
+)
 
 METRICS = ("bleu", "perplexity")
 
@@ -86,9 +91,9 @@ class ValidationCallback(keras.callbacks.Callback):
     >>> model.fit(train, steps_per_epoch=1000, epochs=100, callbacks=[validation])
     """
 
-    CSV_NAME = "valid_log.csv"
+    CSV_NAME = VALID_LOG_FILE
     COLUMNS = ("step", "loss", "perplexity", "bleu", "seconds", "best_step", "best")
-    BEST_NAME = "best.weights.h5"
+    BEST_NAME = BEST_CHECKPOINT_FILE
 
     def __init__(
         self,
@@ -169,7 +174,7 @@ class ValidationCallback(keras.callbacks.Callback):
         """TensorBoard's writer for `log_dir/validation` (TF is installed with either backend)."""
         import tensorflow as tf
 
-        return tf.summary.create_file_writer(os.path.join(self.log_dir, "validation"))
+        return tf.summary.create_file_writer(os.path.join(self.log_dir, VALID_EVENTS_DIR))
 
     def _restore_best(self, step):
         """The best value and the count since it, from `best.weights.h5` and the CSV."""

@@ -1,12 +1,10 @@
 """Applying a run's `AdaptationConfig` to its `--init-from` model, and writing its adapter."""
 
 import math
-import os
 import sys
 
 from keras_transformer.export.lora_adapter import save_adapter
-
-ADAPTER_FILE = "adapter.lora"
+from keras_transformer.utils.run_directory import ADAPTER_FILE  # noqa: F401
 
 
 def part_weights(model, part):
@@ -59,8 +57,8 @@ def parameter_count(weights):
     return int(sum(math.prod(w.shape) for w in weights))
 
 
-def save_adaptation(model, output_dir, paths):
-    """Writes `adapter.lora` of a LoRA run into `output_dir` (records it in `paths`).
+def save_adaptation(model, run, paths):
+    """Writes `adapter.lora` of a LoRA run into the `RunDirectory` `run` (records it in `paths`).
 
     Returns:
         The model without LoRA that `model.keras` holds (the factors merged), or
@@ -68,5 +66,5 @@ def save_adaptation(model, output_dir, paths):
     """
     if not model.lora_settings:
         return model
-    paths["adapter"] = save_adapter(model, os.path.join(output_dir, ADAPTER_FILE))
+    paths["adapter"] = save_adapter(model, run.adapter_path)
     return model.merged_model()

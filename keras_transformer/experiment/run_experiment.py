@@ -26,9 +26,8 @@ from keras_transformer.experiment.inputs.run_config_file import (
 from keras_transformer.experiment.run_distribution import RunDistribution
 from keras_transformer.experiment.settings.experiment_config import ExperimentConfig
 from keras_transformer.experiment.valid_split import score_valid_split, valid_batches
-from keras_transformer.training import TrainingMonitor
 from keras_transformer.training.csv_log import last_value
-from keras_transformer.utils.compilation_cache import RUN_CACHE
+from keras_transformer.utils.run_directory import RunDirectory
 
 logger = logging.getLogger("keras_transformer.experiment")
 
@@ -74,21 +73,21 @@ def run_experiment(config, command_line=None):
     distribution = RunDistribution.from_name(config.distribution)
     # Processes of one run may share --output-dir: each writes everything (all of them
     # need their checkpoints to resume), so all but the first write in a subfolder.
-    output_dir = os.path.abspath(os.path.join(config.output_dir, distribution.member_folder))
+    run = RunDirectory(os.path.abspath(config.output_dir)).member(distribution.member_folder)
     pipeline = config.pipeline_config(num_replicas=distribution.replicas, **distribution.processes)
     # The training files' sizes and SHA-256: a resume on changed data is refused.
     data_files = training_files(config.extra_data, splits.train if splits is not None else None)
     settings = run_settings(config, pipeline, command_line, data_files=data_files)
-    recorded = check_resumed_settings(settings, output_dir)
-    _prepare_output_dir(output_dir)
+    recorded = check_resumed_settings(settings, run)
+    _prepare_output_dir(run.path)
     # Progress and messages (checkpoints, progress bars) go to stderr: stdout is the caller's.
     with (
-        OutputDirLock(output_dir),
-        backend.compilation_cache(os.path.join(output_dir, RUN_CACHE)),
+        OutputDirLock(run),
+        backend.compilation_cache(run.compilation_cache_path),
         contextlib.redirect_stdout(sys.stderr),
     ):
-        write_run_config(settings, output_dir, recorded)
-        return _run(config, distribution, output_dir, splits, start_time)
+        write_run_config(settings, run, recorded)
+        return _run(config, distribution, run, splits, start_time)
 
 
 def warn_short_warmup(config):
@@ -119,41 +118,39 @@ def check_inputs(config):
     return splits
 
 
-def _run(config, distribution, output_dir, splits, start_time):
-    """`run_experiment` once `output_dir` exists and this process holds it: the phases."""
+def _run(config, distribution, run, splits, start_time):
+    """`run_experiment` once the `RunDirectory` `run` exists and this process holds it."""
     if config.model.precision is not None:
         keras.config.set_dtype_policy(config.model.precision)
     keras.utils.set_random_seed(config.seed)
 
-    data_dir, splits, corpus = phases.data(config, output_dir, splits)
+    data_dir, splits, corpus = phases.data(config, run, splits)
     # --init-from: the model file's tokenizer (and weights); else a vocabulary of the run.
-    init_model, tokenizer = initial_model(config.model.init_from, output_dir, config.verbose)
+    init_model, tokenizer = initial_model(config.model.init_from, run, config.verbose)
     if tokenizer is None:
-        tokenizer = phases.vocabulary(config, corpus, output_dir)
+        tokenizer = phases.vocabulary(config, corpus, run)
     # The valid split, read and batched once for validation, selection and its scores.
     valid = None if splits.valid is None else valid_batches(config.data, splits.valid, tokenizer)
     model, start = phases.compiled_model(
-        config, distribution, tokenizer, output_dir, init_model=init_model
+        config, distribution, tokenizer, run, init_model=init_model
     )
     del init_model  # its weights are in `model`
     # A resumed run's training time before the step it resumes from, from its log.
     resumed_from = start // config.optimization.accumulation_steps
-    earlier = resumed_from and last_value(
-        os.path.join(output_dir, TrainingMonitor.CSV_NAME), "elapsed_seconds", resumed_from
-    )
+    earlier = resumed_from and last_value(run.train_log_path, "elapsed_seconds", resumed_from)
     setup, summary = phases.training(
-        config, distribution, model, start, corpus, tokenizer, valid, output_dir
+        config, distribution, model, start, corpus, tokenizer, valid, run
     )
     selection = phases.final_weights(config, setup, valid)
-    paths, model = phases.save_model(setup, tokenizer, data_dir, output_dir)
+    paths, model = phases.save_model(setup, tokenizer, data_dir, run)
     translator = Translator(model, tokenizer, config.decoding)
-    sources, hypotheses, scores = phases.evaluation(config, translator, splits, paths, output_dir)
+    sources, hypotheses, scores = phases.evaluation(config, translator, splits, paths, run)
     valid_scores = None
     if config.validation.evaluate_valid and valid is not None:
         valid_scores = score_valid_split(
             valid, model, translator, setup.validation, lowercase=config.data.vocabulary_lowercase
         )
-    served = phases.export(config, model, tokenizer, sources, paths, output_dir)
+    served = phases.export(config, model, tokenizer, sources, paths, run)
 
     return ExperimentResult(
         paths=paths,

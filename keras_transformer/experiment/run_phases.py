@@ -23,7 +23,7 @@ from keras_transformer.experiment.run_end import (
     stopped_by_loss,
 )
 from keras_transformer.experiment.settings.data_order_settings import check_data_order_settings
-from keras_transformer.experiment.training_callbacks import CHECKPOINTS, TrainingCallbacks
+from keras_transformer.experiment.training_callbacks import TrainingCallbacks
 from keras_transformer.experiment.valid_split import check_valid_settings, tokenizer_ids
 from keras_transformer.export import export_saved_model, save_translation_model
 from keras_transformer.models import Seq2SeqTransformer
@@ -40,7 +40,8 @@ from keras_transformer.text.text_files import (
     join_line_breaks,
     write_lines_atomic,
 )
-from keras_transformer.training import LabelSmoothedCrossEntropy, TrainingMonitor, paper_optimizer
+from keras_transformer.training import LabelSmoothedCrossEntropy, paper_optimizer
+from keras_transformer.utils.run_directory import RunDirectory
 
 logger = logging.getLogger("keras_transformer.experiment")
 # Test sentences printed with their translations, and translated by the SavedModel.
@@ -56,12 +57,12 @@ class TrainingSetup(typing.NamedTuple):
     start: int  # batches already trained on (a resumed run)
 
 
-def data(config, output_dir, splits):
+def data(config, run, splits):
     """Phase 1: the split files (generated first if the run has no data) and the training corpus.
 
     Args:
         config: the run's `ExperimentConfig`.
-        output_dir: str, the run's folder (where generated data goes).
+        run: the run's `RunDirectory` (or its path): generated data goes in its `data_path`.
         splits: the `SplitFiles` that `check_inputs` found, or None when the
             data is generated here (no --data-dir, no TFDS).
 
@@ -71,8 +72,9 @@ def data(config, output_dir, splits):
     """
     settings = config.data
     data_dir = settings.data_dir
+    run = RunDirectory(run)
     if settings.generated:
-        data_dir = os.path.join(output_dir, "data")
+        data_dir = run.data_path
         if not os.path.exists(os.path.join(data_dir, f"train.{settings.source_language}")):
             train, valid, test = settings.synthetic_sizes
             write_synthetic_corpus(
@@ -94,11 +96,11 @@ def data(config, output_dir, splits):
     return data_dir, splits, corpus
 
 
-def vocabulary(config, corpus, output_dir):
+def vocabulary(config, corpus, run):
     """Phase 2: the shared subword vocabulary: trained on `corpus`, kept from a resumed run,
-    or the `--vocabulary` file's (copied into the run)."""
+    or the `--vocabulary` file's (copied into the `RunDirectory` `run`, or a path)."""
     settings = config.data
-    path = os.path.join(output_dir, "vocabulary.model")
+    path = RunDirectory(run).vocabulary_path
     if settings.vocabulary_file is not None:
         return SubwordTokenizer(proto=given_vocabulary(settings.vocabulary_file, path))
     if os.path.exists(path):  # a resumed run keeps its vocabulary
@@ -122,7 +124,7 @@ def vocabulary(config, corpus, output_dir):
     )
 
 
-def compiled_model(config, distribution, tokenizer, output_dir, init_model=None):
+def compiled_model(config, distribution, tokenizer, run, init_model=None):
     """Phase 3: the compiled model, restored from the last checkpoint of a resumed run.
 
     Args:
@@ -165,14 +167,14 @@ def compiled_model(config, distribution, tokenizer, output_dir, init_model=None)
                 else "mean_with_sample_weight",
             ),
         )
-        start = restore_latest_checkpoint(os.path.join(output_dir, CHECKPOINTS), model)
+        start = restore_latest_checkpoint(run.checkpoints_path, model)
     return model, start
 
 
-def training_batches(config, distribution, corpus, tokenizer, output_dir, start):
+def training_batches(config, distribution, corpus, tokenizer, run, start):
     """The training batches from the data position `start` (a `TranslationDataset`)."""
     settings = config.data
-    check_data_order_settings(config, output_dir, distribution.replicas, resumed=start > 0)
+    check_data_order_settings(config, run, distribution.replicas, resumed=start > 0)
     train = make_translation_dataset(
         corpus,
         tokenizer,
@@ -191,15 +193,15 @@ def training_batches(config, distribution, corpus, tokenizer, output_dir, start)
     return train
 
 
-def training(config, distribution, model, start, corpus, tokenizer, valid, output_dir):
+def training(config, distribution, model, start, corpus, tokenizer, valid, run):
     """Phase 4: `fit` up to the run's step count, checkpointing (and validating) on the way.
 
     Returns:
         `(setup, summary)`: the `TrainingSetup`, and str, the training data's summary.
     """
-    train = training_batches(config, distribution, corpus, tokenizer, output_dir, start)
+    train = training_batches(config, distribution, corpus, tokenizer, run, start)
     callbacks = TrainingCallbacks.for_run(
-        config, distribution, model, start, train, tokenizer, valid, output_dir
+        config, distribution, model, start, train, tokenizer, valid, run
     )
     checkpoint, validation = callbacks.checkpoint, callbacks.validation
     setup = TrainingSetup(model, checkpoint, validation, start)
@@ -235,7 +237,7 @@ def training(config, distribution, model, start, corpus, tokenizer, valid, outpu
     return setup, str(train.summary)
 
 
-def save_model(setup, tokenizer, data_dir, output_dir):
+def save_model(setup, tokenizer, data_dir, run):
     """The final model saved with its tokenizer (`model.keras`), and the run's files so far.
 
     A LoRA run saves its model with the adapters merged, and the adapters alone
@@ -247,23 +249,20 @@ def save_model(setup, tokenizer, data_dir, output_dir):
     """
     checkpoint, validation = setup.checkpoint, setup.validation
     paths = {"data": data_dir}
-    vocabulary_path = os.path.join(output_dir, "vocabulary.model")
-    if os.path.exists(vocabulary_path):  # an imported model's tokenizer has other files
-        paths["vocabulary"] = vocabulary_path
+    if os.path.exists(run.vocabulary_path):  # an imported model's tokenizer has other files
+        paths["vocabulary"] = run.vocabulary_path
     paths["checkpoints"] = checkpoint.directory
-    paths["train_log"] = os.path.join(output_dir, TrainingMonitor.CSV_NAME)
+    paths["train_log"] = run.train_log_path
     if validation is not None:
-        paths["valid_log"] = os.path.join(output_dir, ValidationCallback.CSV_NAME)
+        paths["valid_log"] = run.valid_log_path
         if validation.best_path is not None and os.path.exists(validation.best_path):
             paths["best"] = validation.best_path
-    model = save_adaptation(setup.model, output_dir, paths)
-    paths["model"] = save_translation_model(
-        model, tokenizer, os.path.join(output_dir, "model.keras")
-    )
+    model = save_adaptation(setup.model, run, paths)
+    paths["model"] = save_translation_model(model, tokenizer, run.model_path)
     return paths, model
 
 
-def evaluation(config, translator, splits, paths, output_dir):
+def evaluation(config, translator, splits, paths, run):
     """Phase 6: the test translations and their scores, written beside the run's files.
 
     Returns:
@@ -272,7 +271,7 @@ def evaluation(config, translator, splits, paths, output_dir):
     test_files = splits.test
     sources = read_lines(test_files[0])
     hypotheses = translator.translate(sources, verbose=config.verbose)
-    paths["translations"] = os.path.join(output_dir, f"{os.path.basename(test_files[1])}.hyp")
+    paths["translations"] = run.hypotheses_path(test_files[1])
     hypotheses, joined = join_line_breaks(hypotheses)
     if joined:
         message = f"{joined} translations had line breaks, written as spaces"
@@ -286,13 +285,13 @@ def evaluation(config, translator, splits, paths, output_dir):
         language=config.data.target_language,
         lowercase=config.data.vocabulary_lowercase,
     )
-    paths["scores"] = os.path.join(output_dir, "scores.json")
+    paths["scores"] = run.scores_path
     with atomic_output(paths["scores"], "w") as file:
         file.write(json.dumps(dataclasses.asdict(scores), indent=2) + "\n")
     return sources, hypotheses, scores
 
 
-def export(config, model, tokenizer, sources, paths, output_dir):
+def export(config, model, tokenizer, sources, paths, run):
     """Phase 7: the SavedModel for TF Serving, and its translations of the first sources.
 
     Returns:
@@ -303,7 +302,7 @@ def export(config, model, tokenizer, sources, paths, output_dir):
     paths["saved_model"] = export_saved_model(
         model,
         tokenizer,
-        os.path.join(output_dir, "saved_model"),
+        run.saved_model_path,
         config.decoding,
         overwrite=True,
     )

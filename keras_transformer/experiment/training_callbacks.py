@@ -1,16 +1,12 @@
 """The callbacks of a run's `fit`, each built with what it works with."""
 
 import math
-import os
 import typing
 
 from keras_transformer.checkpoints import PeriodicCheckpoint
 from keras_transformer.evaluation import ValidationCallback
 from keras_transformer.experiment.valid_split import validation_callback
 from keras_transformer.training import TrainingMonitor
-
-# The checkpoints' subfolder of the output directory.
-CHECKPOINTS = "checkpoints"
 
 
 class TrainingCallbacks(typing.NamedTuple):
@@ -30,7 +26,7 @@ class TrainingCallbacks(typing.NamedTuple):
     checkpoint: PeriodicCheckpoint
 
     @classmethod
-    def for_run(cls, config, distribution, model, start, train, tokenizer, valid, output_dir):
+    def for_run(cls, config, distribution, model, start, train, tokenizer, valid, run):
         """The callbacks of a run.
 
         Args:
@@ -41,11 +37,11 @@ class TrainingCallbacks(typing.NamedTuple):
             train: the `make_translation_dataset` result (its token count per batch).
             tokenizer: the run's tokenizer.
             valid: `(corpus, batches)` of the valid split, or None.
-            output_dir: str, where logs and checkpoints go.
+            run: the `RunDirectory` where logs and checkpoints go.
         """
         optimization = config.optimization
         monitor = TrainingMonitor(
-            output_dir,
+            run.path,
             every_steps=config.log_every_steps,
             tokens_per_batch=train.summary.target_tokens / train.steps_per_epoch,
             max_steps=config.steps_to_train(),
@@ -66,7 +62,7 @@ class TrainingCallbacks(typing.NamedTuple):
                 valid,
                 model,
                 tokenizer,
-                output_dir=output_dir,
+                run=run,
                 start=start,
                 verbose=bool(config.verbose),
                 lowercase=config.data.vocabulary_lowercase,
@@ -75,7 +71,7 @@ class TrainingCallbacks(typing.NamedTuple):
         at_saves = validation is not None and config.validation.validate_every_steps is None
         settings = config.checkpoint
         checkpoint = PeriodicCheckpoint(
-            os.path.join(output_dir, CHECKPOINTS),
+            run.checkpoints_path,
             every_steps=settings.checkpoint_every_steps,
             every_minutes=settings.checkpoint_every_minutes,
             keep=config.checkpoints_kept(),

@@ -14,10 +14,11 @@ from keras_transformer.evaluation import ValidationCallback, perplexity, sacre_b
 from keras_transformer.evaluation.perplexity import compile_batch_nll
 from keras_transformer.experiment.inputs.input_checks import check_valid_settings  # noqa: F401
 from keras_transformer.text import ParallelCorpus
+from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN
 
 
 def validation_callback(
-    validation, decoding, valid, model, tokenizer, *, output_dir, start, verbose, lowercase, monitor
+    validation, decoding, valid, model, tokenizer, *, run, start, verbose, lowercase, monitor
 ):
     """The `ValidationCallback` of the run, or None when it does not validate.
 
@@ -27,7 +28,7 @@ def validation_callback(
         valid: `(corpus, batches)` of `valid_batches`, or None.
         model: the model trained.
         tokenizer: the run's `SubwordTokenizer`.
-        output_dir: str, where the validation log and best checkpoint go.
+        run: the `RunDirectory` where the validation log and best checkpoint go.
         start: int, the batches trained on before this `fit`.
         verbose: bool, a line per validation on stderr.
         lowercase: bool, BLEU ignores case (a case-folded vocabulary).
@@ -47,8 +48,8 @@ def validation_callback(
         list(corpus.targets[:count]),
         batches,
         every_steps=validation.validate_every_steps,
-        log_dir=output_dir,
-        best_dir=os.path.join(output_dir, "checkpoints"),
+        log_dir=run.path,
+        best_dir=run.checkpoints_path,
         best_metric=validation.best_metric,
         patience=validation.patience,
         start_step=start,
@@ -97,7 +98,7 @@ def select_on_valid(config, valid, model, checkpoint, validation, has_best):
     Returns:
         A `CheckpointSelection`; `model` holds the selected weights.
     """
-    pattern = "ckpt-*.weights.h5"  # PeriodicCheckpoint's files
+    pattern = CHECKPOINT_PATTERN  # PeriodicCheckpoint's files
     kept = glob.glob(os.path.join(checkpoint.directory, pattern))
     candidates = checkpoint_candidates(
         latest_checkpoints(checkpoint.directory, len(kept), pattern=pattern) if kept else [],

@@ -19,11 +19,12 @@ __all__ = lazy_exports(
         "SETTINGS_FILE": "export_saved_model",
         "default_max_source_length": "export_saved_model",
         "export_saved_model": "export_saved_model",
+        "load_model_files": "model_files",
         "load_translation_model": "load_translation_model",
-        "run_export_command": "run_export_command",
         "save_translation_model": "save_translation_model",
         "IDS_SIGNATURE": "translation_module",
         "TEXT_SIGNATURE": "translation_module",
         "TranslationModule": "translation_module",
+        "TensorFlowExport": "tensorflow_export",
     },
 )

@@ -1,15 +1,12 @@
-"""`python -m keras_transformer.export`: `keras-transformer export` (commands/export.py).
+"""`python -m keras_transformer.export`: an alias of `python -m keras_transformer export`.
 
-`export_saved_model` runs it under `KERAS_BACKEND=tensorflow` (`run_export_command`).
+Kept for earlier command lines. It imports nothing of the package: it runs the package's
+own entry point (`keras_transformer/__main__.py`, the top floor) with the command's name.
 """
 
+import runpy
 import sys
 
-from keras_transformer.commands.export import main
-from keras_transformer.utils.backend_logs import quiet_backend_logs
-from keras_transformer.utils.process_exit import skip_collection_at_exit
-
 if __name__ == "__main__":
-    skip_collection_at_exit()
-    quiet_backend_logs()
-    sys.exit(main(prog="python -m keras_transformer.export"))
+    sys.argv[1:1] = ["export"]
+    runpy.run_module("keras_transformer", run_name="__main__", alter_sys=True)

@@ -1,6 +1,5 @@
 """`export_saved_model`: a SavedModel that stock TF Serving serves, from either backend."""
 
-import dataclasses
 import json
 import os
 import shutil
@@ -14,15 +13,15 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_transformer import backend
 from keras_transformer.decoding.decoding_config import DecodingConfig
-from keras_transformer.export.run_export_command import run_export_command
 from keras_transformer.export.save_translation_model import save_translation_model
+from keras_transformer.export.tensorflow_export import MODULE, TensorFlowExport
 from keras_transformer.export.translation_module import (
     IDS_SIGNATURE,
     TEXT_SIGNATURE,
     TranslationModule,
 )
-from keras_transformer.utils.config_arguments import flag_of
 from keras_transformer.utils.dataclass_config import field_types
+from keras_transformer.utils.run_directory import MODEL_FILE
 from keras_transformer.version import __version__
 
 SETTINGS_FILE = "translation_settings.json"
@@ -163,8 +162,8 @@ def export_saved_model(
 
     The graph is traced on the TensorFlow backend, with no XLA op and no
     must-compile function. On another backend (JAX) the model and tokenizer
-    are saved to a temporary `.keras` file and exported by
-    `python -m keras_transformer.export` in a TensorFlow-backend subprocess:
+    are saved to a temporary `.keras` file and exported in a TensorFlow-backend
+    subprocess (`TensorFlowExport`, with the decoding settings as data):
     weights do not depend on the backend.
 
     The directory is written under a temporary name next to `path` and
@@ -241,20 +240,15 @@ def export_saved_model(
 
 def _export_in_tensorflow_process(model, tokenizer, path, decoding, overwrite):
     with tempfile.TemporaryDirectory() as directory:
-        model_path = os.path.join(directory, "model.keras")
+        model_path = os.path.join(directory, MODEL_FILE)
         save_translation_model(model, tokenizer, model_path)
-        arguments = ["--model", model_path, "--output", path]
-        flags = {field.name: flag_of(field) for field in dataclasses.fields(DecodingConfig)}
-        for name, value in decoding.items():
-            arguments += [flags[name], str(value)]
-        if overwrite:
-            arguments.append("--overwrite")
-        result = run_export_command(arguments, capture_stderr=True)
+        export = TensorFlowExport(path, decoding, model=model_path, overwrite=overwrite)
+        result = export.run(capture_stderr=True)
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         raise RuntimeError(
             "Exporting on the TensorFlow backend failed "
-            f"(python -m keras_transformer.export, exit {result.returncode}): "
+            f"(python -m {MODULE}, exit {result.returncode}): "
             + (lines[-1] if lines else "no error message")
         )
     return path

@@ -18,6 +18,7 @@ from keras_transformer.training.optimizer_state import (
 )
 from keras_transformer.training.progress_line import format_progress
 from keras_transformer.utils.live_line import write_progress
+from keras_transformer.utils.run_directory import TRAIN_EVENTS_DIR, TRAIN_LOG_FILE
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -91,7 +92,7 @@ class TrainingMonitor(keras.callbacks.Callback):
     >>> model.fit(train.dataset, steps_per_epoch=1000, epochs=100, callbacks=[monitor])
     """
 
-    CSV_NAME = "train_log.csv"
+    CSV_NAME = TRAIN_LOG_FILE
     COLUMNS = ("step", "loss", "learning_rate", "tokens_per_second", "elapsed_seconds")
 
     def __init__(
@@ -144,7 +145,9 @@ class TrainingMonitor(keras.callbacks.Callback):
             log_path = os.path.join(self.log_dir, self.CSV_NAME)
             truncate_log(log_path, self._counter.step)
             self._elapsed_before = last_value(log_path, "elapsed_seconds") or 0.0
-            self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
+            self._writer = tf.summary.create_file_writer(
+                os.path.join(self.log_dir, TRAIN_EVENTS_DIR)
+            )
         if self.max_steps is not None and self._counter.step >= self.max_steps:
             self.model.stop_training = True
 

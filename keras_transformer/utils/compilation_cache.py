@@ -3,7 +3,7 @@
 import os
 
 # Under a run directory: its training steps and searches (`run_experiment`).
-RUN_CACHE = "xla_cache"
+from keras_transformer.utils.run_directory import COMPILATION_CACHE_DIR as RUN_CACHE
 
 
 def user_cache_directory():

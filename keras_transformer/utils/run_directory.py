@@ -1,5 +1,11 @@
-"""The files of a run directory (a recipe's `--output-dir`), for the commands' `--run-dir`."""
+"""The run folder (a recipe's `--output-dir`, the commands' `--run-dir`): every name in it.
 
+`RunDirectory` is the one owner of the folder's layout: a run writes each of
+its files at the path this object gives, and the commands read them back
+through it.
+"""
+
+import dataclasses
 import glob
 import json
 import os
@@ -13,47 +19,174 @@ CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_PATTERN = "ckpt-*.weights.h5"
 BEST_CHECKPOINT_FILE = "best.weights.h5"
 TRAIN_LOG_FILE = "train_log.csv"
+VALID_LOG_FILE = "valid_log.csv"
 SAVED_MODEL_DIR = "saved_model"
 SCORES_FILE = "scores.json"
 DATA_ORDER_FILE = "data_order.json"
 CONFIG_FILE = "config.json"
+ADAPTER_FILE = "adapter.lora"
+LOCK_FILE = ".run.lock"
 DATA_DIR = "data"
+# Where `keras-transformer plot` draws a run's figures unless told another folder.
+FIGURES_DIR = "figures"
+# TensorBoard's events, in the training monitor's and the validation's log folder.
+TRAIN_EVENTS_DIR = "train"
+VALID_EVENTS_DIR = "validation"
+# JAX's persistent compilation cache of the run's programs.
+COMPILATION_CACHE_DIR = "xla_cache"
 HYPOTHESES_SUFFIX = ".hyp"
 # A SavedModel directory holds this file; a run directory holds one in SAVED_MODEL_DIR.
 SAVED_MODEL_PROTO = "saved_model.pb"
 # The member of a `.keras` file that holds the model's serialized config.
 KERAS_CONFIG_MEMBER = "config.json"
+# Files at the top of the run folder that a run writes or replaces (the test translations,
+# `{test target file}.hyp`, come on top), and the folders whose files it writes, replaces or
+# deletes: checkpoints (pruned), the SavedModel (replaced), TensorBoard's events, the cache.
+RUN_FILES = (
+    CONFIG_FILE,
+    DATA_ORDER_FILE,
+    MODEL_FILE,
+    TRAIN_LOG_FILE,
+    VALID_LOG_FILE,
+    SCORES_FILE,
+    ADAPTER_FILE,
+    LOCK_FILE,
+)
+RUN_FOLDERS = (
+    CHECKPOINTS_DIR,
+    SAVED_MODEL_DIR,
+    TRAIN_EVENTS_DIR,
+    VALID_EVENTS_DIR,
+    COMPILATION_CACHE_DIR,
+)
 
 
+@dataclasses.dataclass(frozen=True)
 class RunDirectory:
-    """A training run's directory, as `run_experiment` writes it, and its files.
+    """A training run's folder, as `run_experiment` writes it: the path of each of its files.
 
-    A run directory holds `model.keras` (the final model with its tokenizer),
+    A run folder holds `model.keras` (the final model with its tokenizer),
     `vocabulary.model`, `checkpoints/ckpt-*.weights.h5` (and
-    `checkpoints/best.weights.h5`), `train_log.csv`, `saved_model/`,
-    `scores.json`, `data_order.json`, `config.json` (the run's settings) and
-    the test translations `*.hyp`. Each accessor returns a path or raises
-    `ValueError` with one line naming the directory and the missing file.
+    `checkpoints/best.weights.h5`), `train_log.csv`, `valid_log.csv`,
+    `saved_model/`, `scores.json`, `data_order.json`, `config.json` (the
+    run's settings), `adapter.lora` (a LoRA run), `data/` (generated data)
+    and the test translations `*.hyp`. The `*_path` attributes name where a
+    run writes each (whether it exists or not); the `*_file()` readers
+    return a path that exists or raise `ValueError` with one line naming the
+    folder and the missing file. `RunDirectory.existing(path)` checks that
+    the folder is there.
 
     Args:
-        path: str or path-like, the directory.
-
-    Raises:
-        ValueError: `path` is not a directory.
+        path: str or path-like (another `RunDirectory` too: it is path-like),
+            the folder.
 
     Example:
 
-    >>> run = RunDirectory("runs/base")
+    >>> run = RunDirectory.existing("runs/base")
     >>> run.model_file()
     'runs/base/model.keras'
+    >>> RunDirectory("runs/new").scores_path
+    'runs/new/scores.json'
     """
 
-    def __init__(self, path):
-        self.path = os.fspath(path)
-        if not os.path.exists(self.path):
-            raise ValueError(f"{self.path}: no such run directory")
-        if not os.path.isdir(self.path):
-            raise ValueError(f"{self.path}: not a run directory (a file, not a directory)")
+    path: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "path", os.fspath(self.path))
+
+    def __fspath__(self):
+        return self.path
+
+    @classmethod
+    def existing(cls, path):
+        """The `RunDirectory` of `path`, a folder that exists.
+
+        Raises:
+            ValueError: `path` is missing, or a file.
+        """
+        run = cls(path)
+        if not os.path.exists(run.path):
+            raise ValueError(f"{run.path}: no such run directory")
+        if not os.path.isdir(run.path):
+            raise ValueError(f"{run.path}: not a run directory (a file, not a directory)")
+        return run
+
+    def member(self, name):
+        """The run folder of one process of a run that shares this folder (`name` "" for self)."""
+        return RunDirectory(os.path.join(self.path, name)) if name else self
+
+    @property
+    def model_path(self):
+        return self.join(MODEL_FILE)
+
+    @property
+    def vocabulary_path(self):
+        return self.join(VOCABULARY_FILE)
+
+    @property
+    def checkpoints_path(self):
+        return self.join(CHECKPOINTS_DIR)
+
+    @property
+    def train_log_path(self):
+        return self.join(TRAIN_LOG_FILE)
+
+    @property
+    def valid_log_path(self):
+        return self.join(VALID_LOG_FILE)
+
+    @property
+    def saved_model_path(self):
+        return self.join(SAVED_MODEL_DIR)
+
+    @property
+    def scores_path(self):
+        return self.join(SCORES_FILE)
+
+    @property
+    def data_order_path(self):
+        return self.join(DATA_ORDER_FILE)
+
+    @property
+    def config_path(self):
+        return self.join(CONFIG_FILE)
+
+    @property
+    def adapter_path(self):
+        return self.join(ADAPTER_FILE)
+
+    @property
+    def lock_path(self):
+        return self.join(LOCK_FILE)
+
+    @property
+    def data_path(self):
+        """The folder of the data a run without `--data-dir` generates."""
+        return self.join(DATA_DIR)
+
+    @property
+    def figures_path(self):
+        return self.join(FIGURES_DIR)
+
+    @property
+    def compilation_cache_path(self):
+        return self.join(COMPILATION_CACHE_DIR)
+
+    def hypotheses_path(self, reference):
+        """Where the run writes its translations of the test split whose target is `reference`."""
+        return self.join(os.path.basename(reference) + HYPOTHESES_SUFFIX)
+
+    def written_paths(self, test_target=None):
+        """The paths a run in this folder writes over: `(files, folders)`, lists of str.
+
+        Args:
+            test_target: str or None, the test split's target file (the run
+                writes its translations beside it as `hypotheses_path`).
+        """
+        files = [self.join(name) for name in RUN_FILES]
+        if test_target is not None:
+            files.append(self.hypotheses_path(test_target))
+        return files, [self.join(name) for name in RUN_FOLDERS]
 
     def join(self, *names):
         return os.path.join(self.path, *names)
@@ -198,7 +331,7 @@ def resolve_model_file(path, command, needs_tokenizer=True):
                 f"{path} is a SavedModel directory; {command} takes a .keras model file or a "
                 "run directory (serve a SavedModel with TensorFlow Serving)"
             )
-        path = RunDirectory(path).model_file()
+        path = RunDirectory.existing(path).model_file()
     if not zipfile.is_zipfile(path):
         raise ValueError(
             f"{path} is not a .keras model file (not a zip archive: truncated or corrupt, "

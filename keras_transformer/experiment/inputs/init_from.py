@@ -193,7 +193,7 @@ def given_vocabulary(vocabulary_file, path):
     return proto
 
 
-def initial_model(init_from, output_dir, verbose=True):
+def initial_model(init_from, run, verbose=True):
     """The `--init-from` file's model and tokenizer, or `(None, None)` without it.
 
     The tokenizer's SentencePiece models are copied into the run (`vocabulary.model`
@@ -201,15 +201,15 @@ def initial_model(init_from, output_dir, verbose=True):
 
     Args:
         init_from: str or None, the model file (`ModelSettings.init_from`).
-        output_dir: str, the run's folder.
+        run: the run's `RunDirectory`.
         verbose: bool, whether to say so on stderr.
     """
     if init_from is None:
         return None, None
     model, tokenizer = load_init_model(init_from)
     for name, proto in tokenizer.sentencepiece_files().items():
-        if not os.path.exists(os.path.join(output_dir, name)):
-            write_bytes_atomic(os.path.join(output_dir, name), proto)
+        if not os.path.exists(run.join(name)):
+            write_bytes_atomic(run.join(name), proto)
     if verbose:
         print(
             f"Starting from {init_from}: its weights and tokenizer "

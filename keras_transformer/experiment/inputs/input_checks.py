@@ -23,12 +23,12 @@ from keras_transformer.experiment.inputs.extra_pairs import (
 from keras_transformer.experiment.inputs.init_from import check_vocabulary_file, run_model_config
 from keras_transformer.experiment.inputs.output_dir_lock import check_output_dir_free
 from keras_transformer.experiment.inputs.run_config_file import (
-    RUN_CONFIG_FILE,
     check_resumed_settings,
     run_settings,
 )
 from keras_transformer.experiment.inputs.run_outputs import check_inputs_not_overwritten
 from keras_transformer.experiment.inputs.split_files import SplitFiles, check_files, split_paths
+from keras_transformer.utils.run_directory import RunDirectory
 
 # The environment variable for the number of JAX processes (`keras.distribution.initialize`).
 PROCESSES_VARIABLE = "KERAS_DISTRIBUTION_NUM_PROCESSES"
@@ -221,15 +221,15 @@ def check_before_training(config, command_line=None, output_dir=True):
     """
     splits = check_inputs(config)
     check_distribution(config.distribution, configured_backend())
-    path = os.path.abspath(config.output_dir)
+    run = RunDirectory(os.path.abspath(config.output_dir))
     if not output_dir:
         return splits
     check_output_dir(config.output_dir)
     if config.distribution not in TOP_LEVEL_WRITERS:
         return splits  # other processes write in subfolders named once they start
-    check_output_dir_free(path)
-    if os.path.exists(os.path.join(path, RUN_CONFIG_FILE)):
+    check_output_dir_free(run)
+    if os.path.exists(run.config_path):
         data_files = training_files(config.extra_data, splits.train if splits is not None else None)
         settings = run_settings(config, config.pipeline_config(), command_line, data_files)
-        check_resumed_settings(settings, path)
+        check_resumed_settings(settings, run)
     return splits

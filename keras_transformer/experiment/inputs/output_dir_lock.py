@@ -5,6 +5,8 @@ import logging
 import os
 import socket
 
+from keras_transformer.utils.run_directory import LOCK_FILE, RunDirectory
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks, runs are not guarded
@@ -29,9 +31,9 @@ def check_output_dir_free(directory):
     refuses an occupied directory before it loads the backend.
 
     Args:
-        directory: str, an output directory (it need not exist).
+        directory: str or `RunDirectory`, an output directory (it need not exist).
     """
-    path = os.path.join(directory, OutputDirLock.NAME)
+    path = RunDirectory(directory).lock_path
     if fcntl is None or not os.path.isfile(path):
         return
     try:
@@ -60,7 +62,7 @@ class OutputDirLock:
     stays and only records who held it last.
 
     Args:
-        directory: str. The output directory (it must exist).
+        directory: str or `RunDirectory`. The output directory (it must exist).
 
     Example:
 
@@ -68,10 +70,10 @@ class OutputDirLock:
     ...     train_and_write_everything()
     """
 
-    NAME = ".run.lock"
+    NAME = LOCK_FILE
 
     def __init__(self, directory):
-        self.path = os.path.join(directory, self.NAME)
+        self.path = RunDirectory(directory).lock_path
         self._file = None
 
     def __enter__(self):

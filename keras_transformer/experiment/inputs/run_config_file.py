@@ -18,9 +18,9 @@ from keras_transformer.experiment.inputs.init_from import (
 from keras_transformer.experiment.settings.experiment_config import flat_settings
 from keras_transformer.text.text_files import atomic_output
 from keras_transformer.utils.json_file import read_json_object
+from keras_transformer.utils.run_directory import CHECKPOINT_PATTERN, RunDirectory
+from keras_transformer.utils.run_directory import CONFIG_FILE as RUN_CONFIG_FILE  # noqa: F401
 
-# At the top level of the run directory (`--output-dir`).
-RUN_CONFIG_FILE = "config.json"
 FORMAT_VERSION = 1
 # Fields of ExperimentConfig and its configs a resumed run may change: none of them shapes
 # the trained state (schedule, data order, model), only when training stops, what is saved
@@ -203,7 +203,7 @@ def _differences(recorded, settings):
     return changed
 
 
-def _check_same_data(recorded, current, output_dir):
+def _check_same_data(recorded, current, run):
     """Raises ValueError when the training files differ from the fingerprint of the run."""
     if not recorded or not current or recorded == current:
         return
@@ -219,18 +219,18 @@ def _check_same_data(recorded, current, output_dir):
 
             changes.append(f"{name} was {shown(before)}, is now {shown(after)}")
     raise ValueError(
-        f"{output_dir}: the training data changed since the run started ({'; '.join(changes)}): "
+        f"{run.path}: the training data changed since the run started ({'; '.join(changes)}): "
         "its checkpoints' data position would point into other sentences; restore the files "
         "or use a new --output-dir"
     )
 
 
-def check_resumed_settings(settings, output_dir):
-    """The recorded `config.json` of `output_dir`, after checking `settings` may resume it.
+def check_resumed_settings(settings, run):
+    """The recorded `config.json` of `run`, after checking `settings` may resume it.
 
     Args:
         settings: `run_settings(...)` of the new command.
-        output_dir: str, the run directory.
+        run: the `RunDirectory` (or its path).
 
     Returns:
         The recorded dict, or None for a new run (no `config.json` yet).
@@ -240,11 +240,12 @@ def check_resumed_settings(settings, output_dir):
             naming each such setting's recorded and asked values; or the
             training files changed (their sizes and SHA-256, `data_fingerprint`).
     """
-    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    run = RunDirectory(run)
+    path = run.config_path
     if not os.path.exists(path):
         return None
     recorded = read_run_config(path)
-    _check_same_data(recorded.get("data"), settings.get("data"), output_dir)
+    _check_same_data(recorded.get("data"), settings.get("data"), run)
     changed = _differences(recorded, settings)
     if changed:
 
@@ -252,14 +253,14 @@ def check_resumed_settings(settings, output_dir):
             return ", ".join(f"{name}={pair[index]!r}" for name, pair in changed.items())
 
         raise ValueError(
-            f"{output_dir}: the run was started with {listed(0)}; this command asks for "
+            f"{run.path}: the run was started with {listed(0)}; this command asks for "
             f"{listed(1)} (resuming must keep the model and data settings; use a new "
             "--output-dir)"
         )
     return recorded
 
 
-def _setting_changes(recorded, settings, output_dir):
+def _setting_changes(recorded, settings, run):
     """`recorded`'s `setting_changes`, and this command's entry when it changes settings.
 
     An entry: `{"command_line": index in command_lines, "from_step": the newest
@@ -274,11 +275,11 @@ def _setting_changes(recorded, settings, output_dir):
         if old[name] != new[name] and name not in ("output_dir", "verbose")
     }
     if changed:
-        folder = os.path.join(output_dir, "checkpoints")  # PeriodicCheckpoint's files
+        folder = run.checkpoints_path  # PeriodicCheckpoint's files
         steps = [
             checkpoint_step(name)
             for name in (os.listdir(folder) if os.path.isdir(folder) else [])
-            if fnmatch.fnmatchcase(name, "ckpt-*.weights.h5")
+            if fnmatch.fnmatchcase(name, CHECKPOINT_PATTERN)
         ]
         history.append(
             {
@@ -290,20 +291,21 @@ def _setting_changes(recorded, settings, output_dir):
     return history
 
 
-def write_run_config(settings, output_dir, recorded=None):
-    """Writes `settings` to `{output_dir}/config.json` atomically; returns the path.
+def write_run_config(settings, run, recorded=None):
+    """Writes `settings` to `config.json` of `run` (a `RunDirectory` or path); returns the path.
 
     A resumed run's file keeps the earlier command lines before this one, and
     lists the settings each resume changed, with the step it resumed from, under
     `setting_changes` (the settings above are the last command's).
     """
+    run = RunDirectory(run)
     if recorded is not None:
         earlier = recorded.get("command_lines", [])
         settings = {**settings, "command_lines": [*earlier, *settings["command_lines"]]}
-        history = _setting_changes(recorded, settings, output_dir)
+        history = _setting_changes(recorded, settings, run)
         if history:
             settings["setting_changes"] = history
-    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    path = run.config_path
     with atomic_output(path, "w") as file:
         file.write(json.dumps(settings, indent=2) + "\n")
     return path

@@ -10,43 +10,8 @@ Plain Python only: `input_checks` runs this before a backend loads.
 
 import os
 
+from keras_transformer.utils.run_directory import RUN_FILES, RUN_FOLDERS, RunDirectory  # noqa: F401
 from keras_transformer.utils.same_file import is_inside, same_file
-
-# Files at the top of the output directory that a run writes or replaces (the test
-# translations, `{test target file}.hyp`, are added by `written_paths`). They match
-# `RUN_CONFIG_FILE`, data_order_settings' `SETTINGS_FILE`, the saved model's name, the
-# `CSV_NAME`s of TrainingMonitor and ValidationCallback, the scores, a LoRA run's adapters and
-# `OutputDirLock.NAME`.
-RUN_FILES = (
-    "config.json",
-    "data_order.json",
-    "model.keras",
-    "train_log.csv",
-    "valid_log.csv",
-    "scores.json",
-    "adapter.lora",
-    ".run.lock",
-)
-# Folders whose files a run writes, replaces or deletes: checkpoints (pruned), the
-# SavedModel (replaced), TensorBoard's events, the compilation cache.
-RUN_FOLDERS = ("checkpoints", "saved_model", "train", "validation", "xla_cache")
-
-
-def written_paths(output_dir, test_target=None):
-    """The paths a run in `output_dir` writes over: `(files, folders)`.
-
-    Args:
-        output_dir: str, the run's `--output-dir`.
-        test_target: str or None, the test split's target file (the run
-            writes its translations as `{basename}.hyp`).
-
-    Returns:
-        A tuple of two lists of str.
-    """
-    files = [os.path.join(output_dir, name) for name in RUN_FILES]
-    if test_target is not None:
-        files.append(os.path.join(output_dir, os.path.basename(test_target) + ".hyp"))
-    return files, [os.path.join(output_dir, name) for name in RUN_FOLDERS]
 
 
 def run_inputs(config, splits):
@@ -78,7 +43,8 @@ def check_inputs_not_overwritten(config, splits):
         ValueError: one line naming the flag, the file and the `--output-dir`.
     """
     output_dir = config.output_dir
-    files, folders = written_paths(output_dir, splits.test[1] if splits is not None else None)
+    run = RunDirectory(output_dir)
+    files, folders = run.written_paths(splits.test[1] if splits is not None else None)
     for flag, path in run_inputs(config, splits):
         hit = next((file for file in files if same_file(path, file)), None)
         hit = hit or next((folder for folder in folders if is_inside(path, folder)), None)

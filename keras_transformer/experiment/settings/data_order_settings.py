@@ -5,8 +5,9 @@ import os
 
 from keras_transformer.text.text_files import atomic_output
 
-# File in the output directory holding the settings of the run's first start.
-SETTINGS_FILE = "data_order.json"
+# The run folder's file holding the settings of the run's first start.
+from keras_transformer.utils.run_directory import DATA_ORDER_FILE as SETTINGS_FILE  # noqa: F401
+
 # DataConfig fields that decide which batches come in which order (with the accumulation
 # and the seed); a resume continues "at batch N" of that sequence, so it needs the same values.
 DATA_ORDER_FIELDS = (
@@ -35,26 +36,26 @@ def _settings(config, num_replicas):
     return settings
 
 
-def check_data_order_settings(config, output_dir, num_replicas, resumed):
+def check_data_order_settings(config, run, num_replicas, resumed):
     """Records the batch-order settings of a new run, or checks a resumed run's.
 
     A resumed run continues at the checkpoint's batch of the same sequence of
     batches, which only exists with the same data, vocabulary, token budget,
     bucketing, accumulation, seed and replica count. A run that starts from
-    step 0 writes them to `{output_dir}/data_order.json`; a resumed run with
+    step 0 writes them to `data_order.json` in the run folder; a resumed run with
     other values fails before it trains, naming each changed setting. Anything
     else (steps, checkpoint interval, decoding) may change between starts.
 
     Args:
         config: the run's `ExperimentConfig`.
-        output_dir: str, the directory this process writes in.
+        run: the `RunDirectory` this process writes in.
         num_replicas: int, devices sharing every global batch.
         resumed: bool, whether the run restored a checkpoint.
 
     Raises:
         ValueError: the output directory holds a run started with other settings.
     """
-    path = os.path.join(output_dir, SETTINGS_FILE)
+    path = run.data_order_path
     settings = _settings(config, num_replicas)
     if not resumed or not os.path.exists(path):  # a run from before this file: record it
         with atomic_output(path, "w") as file:
@@ -72,7 +73,7 @@ def check_data_order_settings(config, output_dir, num_replicas, resumed):
     ]
     if changed:
         raise ValueError(
-            f"{output_dir} holds a run started with other data settings ({'; '.join(changed)}; "
+            f"{run.path} holds a run started with other data settings ({'; '.join(changed)}; "
             f"recorded in {path}). Resuming would continue at its data position in a different "
             "sequence of batches: pass the same values, or another --output-dir."
         )
