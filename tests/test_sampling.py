@@ -251,7 +251,7 @@ def test_translator_returns_n_samples_per_sentence(model):
         ({"top_k": -1}, "`top_k` must be >= 0"),
         ({"sampling_seed": 2**32}, "`sampling_seed` must be <= 4294967295"),
         ({"search": "greedy", "num_results": 2}, "must be <= 1 with search='greedy'"),
-        ({"search": "nucleus"}, "`search` must be one of ('beam', 'greedy', 'sampling', 'constrained')"),
+        ({"search": "nucleus"}, "must be one of ('beam', 'greedy', 'sampling', 'constrained')"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_field(settings, message):

@@ -33,6 +33,7 @@ from keras_transformer.decoding.search_steps import (
     compile_search,
     decode_step,
     decoding_loop,
+    forced_prefix,
     output_limits,
     start_decoding,
 )
@@ -81,6 +82,7 @@ class _Bounds:
     limits: Any  # (batch,) output tokens allowed before EOS
     max_penalty: Any  # (batch,) length penalty at the limit (EOS included)
     positions: Any  # (num_steps + 1,) 0, 1, ...
+    prefix: Any = None  # (batch, prefix_length) forced first tokens, -1 padded; or None
 
 
 def build_beam_search(
@@ -123,7 +125,9 @@ def build_beam_search(
             applied over `decoding`.
 
     Returns:
-        A function taking int (batch, source_length) ids and returning
+        A function taking int (batch, source_length) ids (and optionally a
+        target prefix per source, int32 (batch, prefix_length) padded with
+        -1, forced first: `forced_prefix`) and returning
         `tokens`, int32 (batch, num_results, source_length + max_extra_length + 1)
         with EOS and everything after it set to the padding id, and
         `scores`, float32 (batch, num_results), the length-penalized
@@ -146,8 +150,8 @@ def build_beam_search(
         drop_settled=drop_settled,
     )
 
-    def search(encoder_token_ids):
-        tokens, scores, num_steps_run = _search(model, settings, encoder_token_ids)
+    def search(encoder_token_ids, target_prefix=None):
+        tokens, scores, num_steps_run = _search(model, settings, encoder_token_ids, target_prefix)
         return (tokens, scores, num_steps_run) if return_num_steps else (tokens, scores)
 
     return compile_search(search, model)
@@ -190,7 +194,7 @@ def _check_settings(model, decoding, *, use_cache, stop_rule, drop_settled, **id
     )
 
 
-def _search(model, s, encoder_token_ids):
+def _search(model, s, encoder_token_ids, target_prefix=None):
     """One batch: `(tokens, scores, num_steps_run)`, as `build_beam_search` describes."""
     encoder_token_ids = ops.cast(encoder_token_ids, "int32")
     _, source_length = ops.shape(encoder_token_ids)
@@ -201,6 +205,7 @@ def _search(model, s, encoder_token_ids):
         limits=limits,
         max_penalty=s.penalty(limits + 1),  # (batch,)
         positions=ops.arange(num_steps + 1, dtype="int32"),
+        prefix=None if target_prefix is None else ops.cast(target_prefix, "int32"),
     )
 
     def not_done(state):
@@ -264,6 +269,9 @@ def _beam_step(model, s, bounds, state):
     buffer = ops.reshape(state.live_seqs, (-1, bounds.num_steps + 1))  # (sources * k, steps + 1)
     logits, cache = decode_step(model, buffer, step, state.cache, s.use_cache)
     log_probs = allowed_log_probs(logits, step, beam_limits, s.eos_id, s.banned)
+    if bounds.prefix is not None:
+        prefix = ops.repeat(ops.take(bounds.prefix, state.sources, axis=0), k, axis=0)
+        log_probs = forced_prefix(log_probs, step, prefix, beam_limits)
     vocab = log_probs.shape[-1]
     # Every continuation of a source's beams ranked at once, beam-major: (sources, k * vocab).
     candidates = state.live_scores[:, :, None] + ops.reshape(log_probs, (-1, k, vocab))

@@ -20,6 +20,7 @@ SEARCH_STRATEGIES = {
     "beam": SearchStrategy("beam_search", max_results="beam_size"),
     "greedy": SearchStrategy("greedy_search", max_results=1),
     "sampling": SearchStrategy("sampling_search"),
+    "constrained": SearchStrategy("constrained_search", max_results="beam_size"),
 }
 
 
@@ -71,7 +72,9 @@ class DecodingConfig(DataclassConfig):
         "beam",
         "How each output is chosen: beam (6.1), greedy (the most probable token at each step) "
         "or sampling (a token drawn from the model's distribution at each step, as "
-        "--temperature, --top-k and --top-p shape it; --n-best N draws N per sentence).",
+        "--temperature, --top-k and --top-p shape it; --n-best N draws N per sentence); "
+        "constrained: beam search in which given target phrases must appear (translate "
+        "--constraints picks it; without phrases it is beam search).",
         choices=tuple(SEARCH_STRATEGIES),
         served=True,
         training_run=False,

@@ -4,12 +4,14 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.search_steps import (
-    best_next_tokens,
+    allowed_log_probs,
     compile_search,
     decode_step,
     decoding_loop,
+    forced_prefix,
     output_limits,
     start_decoding,
 )
@@ -55,7 +57,9 @@ def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True,
         **settings: single `DecodingConfig` fields, applied over `decoding`.
 
     Returns:
-        A function taking int (batch, source_length) ids and returning
+        A function taking int (batch, source_length) ids (and optionally a
+        target prefix, int32 (batch, prefix_length) padded with -1, forced
+        first: `forced_prefix`) and returning
         `tokens`, int32 (batch, source_length + max_extra_length + 1), EOS and
         what follows set to padding, and `scores`, float32 (batch,), the sum
         of the chosen tokens' log-probabilities (EOS included).
@@ -69,7 +73,7 @@ def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True,
     pad_id = model.config.pad_id
     banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
 
-    def search(encoder_token_ids):
+    def search(encoder_token_ids, target_prefix=None):
         encoder_token_ids = ops.cast(encoder_token_ids, "int32")
         batch_size, source_length = ops.shape(encoder_token_ids)
         num_steps = source_length + max_extra_length + 1
@@ -87,7 +91,9 @@ def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True,
         def step_fn(state):
             step = state.step
             logits, cache = decode_step(model, state.tokens, step, state.cache, use_cache)
-            log_probs, token_ids = best_next_tokens(logits, step, limits, eos_id, banned, 1)
+            log_probs = allowed_log_probs(logits, step, limits, eos_id, banned)
+            log_probs = forced_prefix(log_probs, step, target_prefix, limits)
+            log_probs, token_ids = backend.top_k(log_probs, 1)
             chosen, chosen_log_prob = token_ids[:, 0], log_probs[:, 0]  # (batch,)
             return next_greedy_state(
                 state, chosen, chosen_log_prob, cache, positions, (pad_id, eos_id)
@@ -144,8 +150,8 @@ def build_search(model, decoding, *, bos_id, eos_id, **options):
     axis, `tokens` (batch, 1, length) and `scores` (batch, 1), as every strategy returns."""
     greedy = build_greedy_search(model, decoding, bos_id=bos_id, eos_id=eos_id, **options)
 
-    def one_result(encoder_token_ids):
-        tokens, scores = greedy(encoder_token_ids)
+    def one_result(encoder_token_ids, *target_prefix):
+        tokens, scores = greedy(encoder_token_ids, *target_prefix)
         return tokens[:, None], scores[:, None]
 
     return one_result

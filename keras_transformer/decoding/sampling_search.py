@@ -30,6 +30,7 @@ from keras_transformer.decoding.search_steps import (
     compile_search,
     decode_step,
     decoding_loop,
+    forced_prefix,
     output_limits,
     start_decoding,
 )
@@ -96,7 +97,8 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
         **settings: single `DecodingConfig` fields, applied over `decoding`.
 
     Returns:
-        A function taking int (batch, source_length) ids and returning
+        A function taking int (batch, source_length) ids (and optionally a
+        target prefix per source, as `forced_prefix` reads it) and returning
         `tokens`, int32 (batch, num_results, source_length +
         max_extra_length + 1), EOS and what follows set to padding, and
         `scores`, float32 (batch, num_results): each sample's log-probability
@@ -114,13 +116,15 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
     samples = decoding.num_results
     seed = (decoding.sampling_seed ^ 0x80000000) - 0x80000000  # its 32 bits, as an int32
 
-    def search(encoder_token_ids):
+    def search(encoder_token_ids, target_prefix=None):
         encoder_token_ids = ops.cast(encoder_token_ids, "int32")
         batch_size, source_length = ops.shape(encoder_token_ids)
         num_steps = source_length + decoding.max_extra_length + 1
         limits = output_limits(encoder_token_ids, pad_id, decoding.max_extra_length)
         limits = ops.repeat(limits, samples, axis=0)  # (rows,), a source's samples together
         keys = _sample_keys(encoder_token_ids, pad_id, samples, seed)
+        if target_prefix is not None:
+            target_prefix = ops.repeat(ops.cast(target_prefix, "int32"), samples, axis=0)
         cache = start_decoding(
             model,
             model.encode(encoder_token_ids),
@@ -141,6 +145,7 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
             step = state.step
             logits, cache = decode_step(model, state.tokens, step, state.cache, use_cache)
             log_probs = allowed_log_probs(logits, step, limits, eos_id, banned)
+            log_probs = forced_prefix(log_probs, step, target_prefix, limits)
             drawn = sampling_log_probs(
                 log_probs, decoding.temperature, decoding.top_k, decoding.top_p
             )

@@ -54,6 +54,36 @@ def allowed_log_probs(logits, step, limits, eos_id, banned_ids):
     return ops.where(at_limit, at_limit_row, log_probs)
 
 
+def forced_prefix(log_probs, step, prefix, limits):
+    """`log_probs` with each row's target prefix forced: only its token at `step` allowed.
+
+    While `step` is within a row's prefix (and below its length limit), every
+    token but the prefix's gets `NEG_INF`; the forced token keeps its
+    log-probability, so scores stay the output's log-probability. Padding in
+    `prefix` ends a row's prefix (an empty row forces nothing).
+
+    Args:
+        log_probs: float32 (rows, vocab), `allowed_log_probs`.
+        step: scalar int, the tokens generated so far.
+        prefix: None (nothing forced) or int32 (rows, prefix_length), each
+            row's forced ids padded with -1.
+        limits: (rows,) int, the output limit of each row.
+
+    Returns:
+        float32 (rows, vocab).
+    """
+    if prefix is None:
+        return log_probs
+    width = ops.shape(prefix)[1]
+    position = ops.minimum(step, width - 1)
+    forced = ops.take(prefix, position, axis=1)  # (rows,)
+    forcing = ops.logical_and(step < width, forced >= 0)
+    forcing = ops.logical_and(forcing, ops.less(step, limits))[:, None]
+    vocab = ops.arange(log_probs.shape[-1], dtype="int32")[None, :]
+    only_forced = ops.where(vocab == forced[:, None], log_probs, NEG_INF)
+    return ops.where(forcing, only_forced, log_probs)
+
+
 def best_next_tokens(logits, step, limits, eos_id, banned_ids, count):
     """The `count` most probable next tokens of each row under the decoding rules.
 

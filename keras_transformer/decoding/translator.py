@@ -8,6 +8,13 @@ import numpy as np
 from keras_transformer import backend
 from keras_transformer.decoding.decoding_config import DecodingConfig, get_search
 from keras_transformer.decoding.ensemble import Ensemble
+from keras_transformer.decoding.target_inputs import (
+    check_target_inputs,
+    padded_phrases,
+    padded_prefixes,
+    tokenized_phrases,
+    tokenized_targets,
+)
 from keras_transformer.utils.count_progress import CountProgress
 from keras_transformer.utils.map_in_order import map_in_order
 
@@ -93,11 +100,35 @@ class Translator:
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id
         self.truncated = 0
+        self.phrases_found = 0  # constraint phrases found in the best translations
+        self.phrases_given = 0
         self.batch_tokens = decoding.batch_token_limit()
-        options = {} if drop_settled is None else {"drop_settled": drop_settled}
-        self._search = get_search(decoding.search)(
-            model, decoding, bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, **options
+        self._options = {} if drop_settled is None else {"drop_settled": drop_settled}
+        self._search = self._built_search(decoding)
+        self._constrained_search = self._search if decoding.search == "constrained" else None
+
+    def _built_search(self, decoding):
+        return get_search(decoding.search)(
+            self.model,
+            decoding,
+            bos_id=self.tokenizer.bos_id,
+            eos_id=self.tokenizer.eos_id,
+            **self._options,
         )
+
+    def _search_for(self, constraints):
+        """The search: the configured one, or constrained beam search for `constraints`."""
+        if constraints is None:
+            return self._search
+        if self._constrained_search is None:
+            if self.decoding.search != "beam":
+                raise ValueError(
+                    "Constraints need beam search (search='beam' or 'constrained'). "
+                    f"Received: search={self.decoding.search!r}"
+                )
+            decoding = self.decoding.replace(search="constrained")
+            self._constrained_search = self._built_search(decoding)
+        return self._constrained_search
 
     def _tokenize(self, sentences):
         token_lists = to_token_lists(self.tokenizer(sentences)) if sentences else []
@@ -127,25 +158,31 @@ class Translator:
             yield rows, ids
             start += len(rows)
 
-    def _decode(self, batches):
+    def _decode(self, batches, prefixes=None, phrases=None):
         """Yields (rows, (tokens, scores) as NumPy arrays) for `batches`, in their order.
 
-        `backend.decoding_workers()` batches decode at the same time (a
-        compiled search may be called from several threads:
-        `keras_transformer.backend.compile_search`).
+        `prefixes` and `phrases` (lists of ids, a list per decoded sentence)
+        go with each batch's rows. `backend.decoding_workers()` batches decode
+        at the same time (a compiled search may be called from several
+        threads: `keras_transformer.backend.compile_search`).
         """
+        search = self._search_for(phrases)
 
         def decode(batch):
             rows, ids = batch
-            return rows, self._run_search(ids)
+            inputs = [ids]
+            if prefixes is not None or phrases is not None:
+                chosen = [prefixes[i] for i in rows] if prefixes is not None else []
+                inputs.append(padded_prefixes(chosen, len(ids)))
+            if phrases is not None:
+                inputs.append(padded_phrases([phrases[i] for i in rows], len(ids)))
+            return rows, tuple(keras.ops.convert_to_numpy(x) for x in search(*inputs))
 
         return map_in_order(decode, batches, backend.decoding_workers())
 
-    def _run_search(self, ids):
-        """The search's (tokens, scores) for padded `ids`, as NumPy arrays."""
-        return tuple(keras.ops.convert_to_numpy(x) for x in self._search(ids))
-
-    def translate(self, sentences, return_scores=False, verbose="auto"):
+    def translate(
+        self, sentences, return_scores=False, verbose="auto", target_prefix=None, constraints=None
+    ):
         """Translates `sentences`.
 
         Args:
@@ -153,22 +190,40 @@ class Translator:
             return_scores: bool. Also return each translation's
                 length-penalized log-probability.
             verbose: `"auto"` (progress on stderr from 100 sentences on), 0 or 1.
+            target_prefix: None, or a str per sentence: each translation
+                starts with its tokens (forced during the first steps; `""`
+                forces nothing), with any search.
+            constraints: None, or a list of target phrases per sentence
+                (`[]`: none): each phrase must appear in the translation
+                (lexically constrained beam search, `constrained_search`;
+                with beam search only). `phrases_found` and `phrases_given`
+                count them (the phrases found in the best translations).
 
         Returns:
             A list of str in input order, or `(translations, scores)`.
+
+        Example:
+
+        >>> translator.translate(["A dog runs."], target_prefix=["Der Hund"])
+        ['Der Hund rennt.']
+        >>> translator.translate(["A dog runs."], constraints=[["läuft"]])
+        ['Ein Hund läuft.']
         """
-        n_best = self.translate_n_best(sentences, verbose=verbose)
+        n_best = self.translate_n_best(
+            sentences, verbose=verbose, target_prefix=target_prefix, constraints=constraints
+        )
         translations = [hypotheses[0][0] for hypotheses in n_best]
         if return_scores:
             return translations, [hypotheses[0][1] for hypotheses in n_best]
         return translations
 
-    def translate_n_best(self, sentences, verbose="auto"):
+    def translate_n_best(self, sentences, verbose="auto", target_prefix=None, constraints=None):
         """Translates `sentences`, keeping the `num_results` best hypotheses of each.
 
         Args:
             sentences: list of str.
             verbose: `"auto"` (progress on stderr from 100 sentences on), 0 or 1.
+            target_prefix, constraints: as `translate` reads them.
 
         Returns:
             A list (input order) of lists of `num_results` `(translation,
@@ -185,6 +240,7 @@ class Translator:
         if isinstance(sentences, str):
             raise TypeError("`translate` takes a list of str. Received a single str.")
         sentences = list(sentences)
+        check_target_inputs(len(sentences), target_prefix, constraints)
         empty = [("", -math.inf)] * (self.decoding.num_results - 1)
         n_best = [[("", 0.0), *empty] for _ in sentences]
         to_decode = [i for i, s in enumerate(sentences) if s.strip()]
@@ -192,7 +248,15 @@ class Translator:
         if verbose == "auto":
             verbose = int(len(to_decode) >= 100)
         progress = CountProgress(len(to_decode), "sentences") if verbose else None
-        for rows, (tokens, batch_scores) in self._decode(self._batches(token_lists)):
+        prefixes = phrases = None
+        if target_prefix is not None:
+            chosen = [target_prefix[i] for i in to_decode]
+            prefixes = tokenized_targets(self.tokenizer, chosen, to_token_lists)
+        if constraints is not None:
+            chosen = [list(constraints[i]) for i in to_decode]
+            phrases = tokenized_phrases(self.tokenizer, chosen, to_token_lists)
+        batches = self._decode(self._batches(token_lists), prefixes, phrases)
+        for rows, (tokens, batch_scores) in batches:
             # (rows, num_results, output_length) and (rows, num_results)
             tokens, batch_scores = tokens[: len(rows)], batch_scores[: len(rows)]
             outputs = [
@@ -211,4 +275,7 @@ class Translator:
                 progress.add(len(rows))
         if progress is not None:
             progress.close()
+        for phrases, hypotheses in zip(constraints or [], n_best, strict=False):
+            self.phrases_given += len(phrases)
+            self.phrases_found += sum(phrase in hypotheses[0][0] for phrase in phrases)
         return n_best
