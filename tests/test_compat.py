@@ -104,6 +104,17 @@ def test_the_base_kernel_under_keras_lora():
         )
 
 
+def test_a_built_layer_takes_new_variables_inside_unlocked_tracking():
+    layer = keras.layers.Dense(3)
+    layer.build((None, 4))
+    with pytest.raises(ValueError):
+        layer.extra = layer.add_weight(name="extra", shape=(2,))
+    with compat.unlocked_tracking(layer):
+        layer.extra = layer.add_weight(name="extra", shape=(2,))
+    private(layer._tracker.locked, "Layer._tracker.locked (locked again)")
+    assert [v.name for v in layer.weights] == ["kernel", "bias", "extra"]
+
+
 def test_the_learning_rate_schedule_an_optimizer_holds():
     schedule = keras.optimizers.schedules.ExponentialDecay(0.5, decay_steps=10, decay_rate=0.5)
     scheduled = keras.optimizers.Adam(learning_rate=schedule)

@@ -7,6 +7,9 @@ its kernels by numpy computes (a second path); checkpoints keep the factors apar
 base, and an adapter file applies to its base model only.
 """
 
+import math
+
+import h5py
 import keras
 import numpy as np
 import pytest
@@ -15,6 +18,8 @@ from conftest import BACKEND_INDEPENDENT, small_config, to_numpy
 from keras_transformer import Seq2SeqTransformer
 from keras_transformer.compat import lora_base_kernel
 from keras_transformer.export import apply_adapter, save_adapter, weights_fingerprint
+from keras_transformer.export.lora_adapter import read_adapter_settings
+from keras_transformer.layers import AdaptableEinsumDense
 from keras_transformer.models.lora import lora_layers
 from keras_transformer.models.lora_targets import lora_rank_limit
 from keras_transformer.training import LabelSmoothedCrossEntropy
@@ -47,6 +52,71 @@ def randomize_factors(model, seed=2):
     for _, layer in lora_layers(model, model.lora_settings["targets"]):
         for variable in (layer.lora_kernel_a, layer.lora_kernel_b):
             variable.assign(rng.normal(0, 0.3, variable.shape).astype("float32"))
+
+
+@pytest.mark.parametrize(
+    "equation, output_shape, input_shape",
+    [
+        ("btd,dhk->bthk", (None, 3, 4), (2, 5, 6)),  # W^Q: d_model 6 -> 3 heads x 4
+        ("bthk,hkd->btd", (None, 6), (2, 5, 3, 4)),  # W^O: 3 heads x 4 -> d_model 6
+    ],
+)
+def test_a_projections_lora_is_a_rank_r_change_of_the_whole_matrix(
+    equation, output_shape, input_shape
+):
+    bias_axes = equation.split("->")[1][2:]  # a bias per output value
+    layer = AdaptableEinsumDense(equation, output_shape=output_shape, bias_axes=bias_axes)
+    layer.build(input_shape)
+    layer.enable_lora(2, lora_alpha=5)
+    rng = np.random.default_rng(8)
+    for variable in (layer.bias, layer.lora_kernel_a, layer.lora_kernel_b):
+        variable.assign(rng.normal(0, 0.5, variable.shape).astype("float32"))
+    inputs = rng.normal(0, 1, input_shape).astype("float32")
+    # numpy: the kernel as its (d_in, d_out) matrix W, y = x W' + b, W' = W + (5 / 2) A B.
+    base = to_numpy(lora_base_kernel(layer))
+    d_in = 6 if equation.startswith("btd") else 12
+    a = to_numpy(layer.lora_kernel_a).reshape(d_in, 2)
+    b = to_numpy(layer.lora_kernel_b).reshape(2, -1)
+    assert a.shape[0] + b.shape[1] == 18 and b.shape[1] == base.size // d_in
+    assert np.linalg.matrix_rank(a @ b) == 2  # rank 2 of the whole 6 x 12 (or 12 x 6) matrix
+    adapted = base.reshape(d_in, -1) + 2.5 * a @ b
+    expected = inputs.reshape(10, d_in) @ adapted + to_numpy(layer.bias).reshape(-1)
+    outputs = to_numpy(layer(inputs)).reshape(10, -1)
+    np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer.kernel), adapted.reshape(base.shape), atol=1e-6)
+    assert [v.name for v in layer.trainable_weights] == ["bias", "lora_kernel_a", "lora_kernel_b"]
+    assert layer.lora_rank == 2 and layer.lora_alpha == 5 and not layer.weights[0].trainable
+
+
+def test_factors_of_another_shape_are_refused_when_loading():
+    layer = AdaptableEinsumDense("btd,dhk->bthk", output_shape=(None, 3, 4))
+    layer.build((None, None, 6))
+    layer.enable_lora(2)
+    store = {"0": np.ones((6, 3, 4), "float32"), "lora_kernel_b": np.ones((2, 4), "float32")}
+    store["lora_kernel_a"] = np.ones((6, 3, 2), "float32")  # an earlier version's, per head
+    with pytest.raises(ValueError, match=r"has shape \(6, 3, 2\), this version's is \(6, 2\)"):
+        layer.load_own_variables(store)
+
+
+@BACKEND_INDEPENDENT
+def test_an_adapter_of_the_earlier_per_head_format_is_refused(tmp_path):
+    path = tmp_path / "old.lora"
+    with h5py.File(path, "w") as file:
+        file.attrs.update(format="keras_transformer.lora_adapter", format_version=1)
+        file.attrs["settings"] = '{"rank": 8, "alpha": 8, "targets": "attention"}'
+        file.attrs["base_fingerprint"] = "0" * 64
+    with pytest.raises(ValueError, match=r"^--adapter .*old.lora: adapter format 1, this "):
+        read_adapter_settings(str(path))
+
+
+def test_query_value_adapts_w_q_and_w_v_only():
+    model = base_model()
+    model.enable_lora(4, targets="query+value")
+    paths = [v.path for v in model.trainable_weights]
+    assert len(paths) == 2 * 2 * 3  # A and B of W^Q and W^V in 3 attention layers
+    assert all(("/query/" in p or "/value/" in p) and "lora_kernel" in p for p in paths), paths
+    # 4 x (16 + 16) per projection: the standard LoRA count, r (d_in + d_out).
+    assert sum(math.prod(v.shape) for v in model.trainable_weights) == 6 * 4 * 32
 
 
 def test_the_adapters_train_and_the_base_weights_stay_bit_identical():
@@ -95,7 +165,8 @@ def test_the_merged_model_computes_what_the_unmerged_adapters_do():
     ):
         a, b = to_numpy(adapted_layer.lora_kernel_a), to_numpy(adapted_layer.lora_kernel_b)
         base = to_numpy(lora_base_kernel(adapted_layer))
-        layer.kernel.assign(base + 2.0 * np.matmul(a, b))
+        delta = a.reshape(-1, 3) @ b.reshape(3, -1)  # the projection's (d_in, d_out) matrices
+        layer.kernel.assign(base + 2.0 * delta.reshape(base.shape))
     np.testing.assert_allclose(logits(plain, inputs), adapted, rtol=0, atol=1e-4)
     assert np.abs(adapted - logits(base_model(), inputs)).max() > 1e-2  # the factors count
 
@@ -131,15 +202,17 @@ def test_an_adapter_file_applies_to_its_base_model_only(tmp_path):
 @BACKEND_INDEPENDENT
 def test_ranks_and_targets_are_checked():
     model = base_model()
-    assert lora_rank_limit(CONFIG, "attention") == 8  # the head size
+    assert lora_rank_limit(CONFIG, "attention") == 16  # d_model = heads x head size
+    assert lora_rank_limit(CONFIG, "query+value") == 16
     assert lora_rank_limit(CONFIG.replace(intermediate_dim=4), "attention+ffn") == 4
+    assert lora_rank_limit(CONFIG.replace(key_dim=4), "attention") == 8  # 2 heads x 4
     with pytest.raises(ValueError, match="must be a positive int"):
         model.enable_lora(0)
     with pytest.raises(ValueError, match="above the width"):
-        model.enable_lora(9)
+        model.enable_lora(17)
     with pytest.raises(ValueError, match="`targets` must be one of"):
         model.enable_lora(2, targets="embeddings")
-    model.enable_lora(8)
+    model.enable_lora(16)
     with pytest.raises(ValueError, match="already enabled"):
         model.enable_lora(2)
 

@@ -17,7 +17,9 @@ import numpy as np
 from keras_transformer.text.text_files import write_bytes_atomic
 
 FORMAT = "keras_transformer.lora_adapter"
-FORMAT_VERSION = 1
+# 2: A B the whole attention projection's change (A (d_model, rank), B (rank, heads, head_dim)).
+# Version 1 files hold per-head factors of W^Q, W^K, W^V, which no rank-r pair reproduces.
+FORMAT_VERSION = 2
 SETTINGS = ("rank", "alpha", "targets")
 EXPECTED = "a LoRA adapter file (adapter.lora of a `train --lora-rank` run)"
 
@@ -109,10 +111,17 @@ def read_adapter_settings(path, flag="--adapter"):
         with h5py.File(path, "r") as file:
             if file.attrs.get("format") != FORMAT:
                 raise ValueError("holds no adapter")
+            version = int(file.attrs.get("format_version", 0))
             settings = json.loads(file.attrs["settings"])
             settings["base_fingerprint"] = str(file.attrs["base_fingerprint"])
-    except (OSError, KeyError, ValueError) as error:
+    except (OSError, KeyError, ValueError, TypeError) as error:
         raise ValueError(f"{flag} {path}: not {EXPECTED} ({error})") from None
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{flag} {path}: adapter format {version}, this version reads {FORMAT_VERSION} "
+            "(format 1 holds per-head attention factors: train the adapter again, or use its "
+            "run's merged model.keras)"
+        )
     if sorted(set(SETTINGS) - set(settings)):
         raise ValueError(f"{flag} {path}: not {EXPECTED} (settings {settings})")
     return settings

@@ -23,9 +23,22 @@ def save_unmerged(layer, store):
 
 
 def load_unmerged(layer, store):
-    """Loads what `save_unmerged` stored; returns False for a store without factors."""
+    """Loads what `save_unmerged` stored; returns False for a store without factors.
+
+    Raises:
+        ValueError: one line, for factors of other shapes than the layer's
+            (such as the per-head factors of an attention projection that
+            earlier versions saved): loading them would change the model.
+    """
     if not all(key in store for key in LORA_KEYS):
         return False
+    for key in LORA_KEYS:
+        saved, expected = tuple(store[key].shape), tuple(getattr(layer, key).shape)
+        if saved != expected:
+            raise ValueError(
+                f"{layer.name}: saved LoRA factor {key} has shape {saved}, this version's "
+                f"is {expected} (per-head factors of an earlier version cannot be loaded)"
+            )
     lora_base_kernel(layer).assign(store["0"])
     if layer.bias is not None:
         layer.bias.assign(store["1"])

@@ -8,6 +8,8 @@ from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.models.lora_targets import check_lora_rank, check_lora_targets
 
 PROJECTIONS = ("query", "key", "value", "output")
+# `query+value`: W^Q and W^V only, the projections Hu et al. (2021) adapt.
+QUERY_VALUE = ("query", "value")
 
 
 def lora_layers(model, targets):
@@ -25,7 +27,7 @@ def lora_layers(model, targets):
                 if isinstance(attention, MultiHeadAttention):
                     found += [
                         (f"{side}_{index}/{part}/{name}", getattr(attention, f"{name}_dense"))
-                        for name in PROJECTIONS
+                        for name in (QUERY_VALUE if targets == "query+value" else PROJECTIONS)
                     ]
             if targets == "attention+ffn":
                 found += [
@@ -65,11 +67,11 @@ def lora_factors(model):
 
 
 def merged_kernel(layer):
-    """`kernel + (alpha / rank) A B` of a LoRA-enabled layer, as Keras' `kernel` property
-    computes it, in the stored kernel's dtype."""
+    """`kernel + (alpha / rank) A B` of a LoRA-enabled layer, as its `kernel` property
+    computes it (A B contracts the rank axis), in the stored kernel's dtype."""
     base = lora_base_kernel(layer)
-    delta = (layer.lora_alpha / layer.lora_rank) * ops.matmul(
-        layer.lora_kernel_a, layer.lora_kernel_b
+    delta = (layer.lora_alpha / layer.lora_rank) * ops.tensordot(
+        layer.lora_kernel_a, layer.lora_kernel_b, axes=1
     )
     return ops.cast(ops.add(base, delta), base.dtype)
 

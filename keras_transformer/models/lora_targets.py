@@ -1,8 +1,8 @@
 """Which projections LoRA adapts, and the largest rank each allows (no backend needed)."""
 
 # `--lora-targets`: the attention projections (W^Q, W^K, W^V, W^O of every attention layer),
-# or those and both feed-forward kernels.
-LORA_TARGETS = ("attention", "attention+ffn")
+# W^Q and W^V only (Hu et al. 2021's choice), or the four and both feed-forward kernels.
+LORA_TARGETS = ("attention", "query+value", "attention+ffn")
 
 
 def check_lora_targets(targets):
@@ -17,11 +17,10 @@ def lora_rank_limit(config, targets):
     """The largest LoRA rank every adapted projection of `config` allows.
 
     A rank-r change `A B` of a (d_in, d_out) matrix has rank at most
-    min(d_in, d_out): beyond it the factors only add parameters. Keras'
-    factors of an attention input projection (d_model, heads, head_dim)
-    change each head's (d_model, head_dim) matrix; the output projection is
-    (heads * d_v, d_model); the feed-forward kernels are (d_model, d_ff) and
-    (d_ff, d_model).
+    min(d_in, d_out): beyond it the factors only add parameters. The
+    attention projections are (d_model, heads * d_k), (d_model, heads * d_v)
+    and (heads * d_v, d_model) matrices, each adapted whole; the
+    feed-forward kernels are (d_model, d_ff) and (d_ff, d_model).
 
     Args:
         config: a `TransformerConfig`.
@@ -33,16 +32,13 @@ def lora_rank_limit(config, targets):
     Example:
 
     >>> lora_rank_limit(TransformerConfig(vocabulary_size=100), "attention")
-    64
+    512
     """
     check_lora_targets(targets)
     key_dim = config.key_dim or config.d_model // config.num_heads
     value_dim = config.value_dim or config.d_model // config.num_heads
-    widths = [
-        min(config.d_model, key_dim),
-        min(config.d_model, value_dim),
-        min(config.num_heads * value_dim, config.d_model),
-    ]
+    # W^Q, W^K: (d_model, heads * d_k); W^V and W^O (transposed): (d_model, heads * d_v).
+    widths = [config.d_model, config.num_heads * key_dim, config.num_heads * value_dim]
     if targets == "attention+ffn":
         widths.append(min(config.d_model, config.intermediate_dim))
     return min(widths)

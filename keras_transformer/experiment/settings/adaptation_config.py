@@ -26,14 +26,15 @@ class AdaptationConfig(DataclassConfig):
         None,
         "Train LoRA adapters of this rank (Keras' enable_lora) on the --init-from model, "
         "all of its weights frozen; the run writes the merged model (model.keras) and the "
-        "adapters alone (adapter.lora, for translate --adapter). At most the width of the "
-        "adapted projections (the head size for attention).",
+        "adapters alone (adapter.lora, for translate --adapter). Each adapted projection "
+        "gets a change of this rank as a whole matrix; at most its width (d_model).",
         metavar="R",
     )
     lora_targets: str = setting(
         "attention",
         "The projections LoRA adapts: attention (W^Q, W^K, W^V, W^O of every attention "
-        "layer) or attention+ffn (and both feed-forward kernels).",
+        "layer), query+value (W^Q and W^V, the LoRA paper's) or attention+ffn (the four and "
+        "both feed-forward kernels).",
         choices=LORA_TARGETS,
     )
     lora_alpha: float | None = setting(
