@@ -15,6 +15,7 @@ import os
 import sys
 import zlib
 
+from keras_transformer.commands.target_files import TargetFiles, read_target_files
 from keras_transformer.commands.translation_writer import FORMATS, TranslationWriter
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
@@ -94,6 +95,19 @@ class TranslateOptions(DataclassConfig):
         False,
         "Report progress on stderr even when it is not a terminal (then a line every 30 s "
         "and at the end).",
+    )
+    target_prefix: str | None = setting(
+        None,
+        "Target prefixes, one line per input line: each translation starts with its line's "
+        "words, forced during the first steps (an empty line: none); with any --search.",
+        metavar="FILE",
+    )
+    constraints: str | None = setting(
+        None,
+        "Target phrases, one line per input line, separated by tabs (an empty line: none): "
+        "each must appear in the translation (lexically constrained beam search, at most 16 "
+        "phrases of 16 tokens a line). The share of phrases found is reported on stderr.",
+        metavar="FILE",
     )
 
     def __post_init__(self):
@@ -206,7 +220,7 @@ def _warn(message):
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
-def translate(options, decoding, model_sources, stdout):
+def translate(options, decoding, model_sources, stdout, target_files=None):
     """Loads the model and streams the input through it; returns the exit status.
 
     On JAX the compiled searches are kept in the user's cache directory
@@ -217,10 +231,10 @@ def translate(options, decoding, model_sources, stdout):
     from keras_transformer.utils.compilation_cache import user_cache_directory
 
     with backend.compilation_cache(user_cache_directory()):
-        return _translate_stream(options, decoding, model_sources, stdout)
+        return _translate_stream(options, decoding, model_sources, stdout, target_files)
 
 
-def _translate_stream(options, decoding, model_sources, stdout):
+def _translate_stream(options, decoding, model_sources, stdout, target_files):
     from keras_transformer.decoding import Translator
     from keras_transformer.text.line_chunks import LineChunks
     from keras_transformer.utils.count_progress import CountProgress
@@ -242,24 +256,41 @@ def _translate_stream(options, decoding, model_sources, stdout):
     translator = Translator(model, tokenizer, decoding=decoding)
     show_progress = options.progress or is_terminal(sys.stderr)
     progress = CountProgress(None, "lines") if show_progress else None
+    target_files = target_files or TargetFiles()
     try:
         # An error leaves an existing --output as it was (atomic_output).
         with _open_input(options.input) as source, _open_output(options.output, stdout) as target:
             chunks = LineChunks(source, options.chunk_size)
             writer = TranslationWriter(target, options.format)
             for chunk in chunks:
-                writer.write(translator.translate_n_best(chunk, verbose=0))
+                given = target_files.take(len(chunk))
+                writer.write(translator.translate_n_best(chunk, verbose=0, **given))
                 if progress is not None:
                     progress.add(len(chunk))
+            if target_files.position != (target_files.count or 0):
+                raise ValueError(
+                    f"the input has {target_files.position} lines, fewer than the "
+                    f"{target_files.count} of {target_files.flags()}"
+                )
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:
         detail = " ".join(str(error).split()) or type(error).__name__
         kept = "" if options.output == "-" else f"; --output {options.output} is left as it was"
         corrupt = f"--input {options.input} is a truncated or corrupt gzip file"
         _warn(f"error: {corrupt} ({detail}){kept}")
         return 2
+    except ValueError as error:
+        kept = "" if options.output == "-" else f"; --output {options.output} is left as it was"
+        _warn(f"error: {' '.join(str(error).split())}{kept}")
+        return 2
     if progress is not None:
         progress.close()
     _report(chunks, translator, writer, decoding.max_source_length)
+    if target_files.constraints is not None:
+        found, given = translator.phrases_found, translator.phrases_given
+        share = f" ({100 * found / given:.1f}%)" if given else ""
+        print(
+            f"Constraints: {found} of {given} phrases{share} appear in the output.", file=sys.stderr
+        )
     return 0
 
 
@@ -297,6 +328,9 @@ def main(argv=None, prog=PROG):
     options = parsed_config(parser, TranslateOptions(), arguments, added)
     decoding = parsed_config(parser, DecodingConfig(), arguments, decoding_added)
     check_paths(parser, options)
+    target_files = read_target_files(parser, options, decoding.search)
+    if target_files.constraints is not None and decoding.search == "beam":
+        decoding = decoding.replace(search="constrained")
     model_sources = _model_sources(parser, options)
     sys.stdout.flush()
     stdout = getattr(sys.stdout, "buffer", None) or sys.stdout
@@ -304,7 +338,7 @@ def main(argv=None, prog=PROG):
     # carries only the translations.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            return translate(options, decoding, model_sources, stdout)
+            return translate(options, decoding, model_sources, stdout, target_files)
         except BrokenPipeError:
             # The reader went away (`| head`): stop quietly, as a Unix filter does.
             with contextlib.suppress(OSError):

@@ -21,7 +21,7 @@ def parse_constraint_line(line):
             end), or more than `MAX_PHRASES` phrases.
     """
     line = line.rstrip("\r\n")
-    if not line.strip():
+    if not line.strip() and "\t" not in line:
         return []
     phrases = line.split("\t")
     if any(not phrase.strip() for phrase in phrases):
