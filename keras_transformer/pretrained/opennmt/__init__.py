@@ -62,6 +62,8 @@ OPENNMT_LAYERS = LayerNames(
 # Transforms that change text at inference, and those that only act in training.
 SENTENCEPIECE = "sentencepiece"
 TRAINING_ONLY = {"filtertoolong", "clean", "switchout", "tokendrop", "tokenmask", "bart"}
+# The rows of a stored sinusoid compared with ours.
+CHECKED_POSITIONS = 512
 # The logit of an id added for the source's pieces: never produced.
 NEVER = -1e9
 
@@ -158,7 +160,9 @@ def tensor_names(config, feed_forward_bias=True):
     layers = layer_tensor_names(config, OPENNMT_LAYERS)
     if not feed_forward_bias:
         layers = {
-            path: Tensor(None, "zeros") if path.endswith(("inner.bias", "output.bias")) else tensor
+            path: Tensor(None, "zeros")
+            if path.endswith(("feed_forward.inner.bias", "feed_forward.output.bias"))
+            else tensor
             for path, tensor in layers.items()
         }
     names.update(layers)
@@ -187,7 +191,8 @@ def _check_positions(model, tensors):
     ):
         name = POSITIONS.format(stack=stack)
         if name in tensors:
-            table = tensors.take(name).reshape(-1, model.config.d_model)
+            # The first rows: float32 angles of far positions differ in their last digits.
+            table = tensors.take(name).reshape(-1, model.config.d_model)[:CHECKED_POSITIONS]
             ours = ops.convert_to_numpy(layer(ops.zeros((1, *table.shape), "float32")))[0]
             if not np.allclose(table, ours, atol=1e-4):
                 raise OpenNMTImportError(
