@@ -150,8 +150,9 @@ def build_beam_search(
         drop_settled=drop_settled,
     )
 
-    def search(encoder_token_ids, target_prefix=None):
-        tokens, scores, num_steps_run = _search(model, settings, encoder_token_ids, target_prefix)
+    def search(encoder_token_ids, *target_prefix):  # positional only: traced per arity
+        prefix = target_prefix[0] if target_prefix else None
+        tokens, scores, num_steps_run = _search(model, settings, encoder_token_ids, prefix)
         return (tokens, scores, num_steps_run) if return_num_steps else (tokens, scores)
 
     return compile_search(search, model)

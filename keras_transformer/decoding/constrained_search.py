@@ -121,7 +121,8 @@ def build_constrained_search(
         use_cache=use_cache,
     )
 
-    def search(encoder_token_ids, target_prefix=None, constraints=None):
+    def search(encoder_token_ids, *inputs):  # positional only: traced per arity
+        target_prefix, constraints = (*inputs, None, None)[:2]
         return _search(model, s, encoder_token_ids, target_prefix, constraints)
 
     return compile_search(search, model)
@@ -319,8 +320,7 @@ def _candidates(k, vocab, totals, state, phrases):
 
 def _duplicates(keys, valid):
     """bool (sources, M): a valid earlier candidate has the same key (beam and token)."""
-    m = keys.shape[1]
-    earlier = np.tril(np.ones((m, m), bool), -1)[None]  # [i, j]: j < i
+    earlier = _earlier(keys)
     same = ops.logical_and(keys[:, :, None] == keys[:, None, :], valid[:, None, :])
     return ops.any(ops.logical_and(same, earlier), axis=-1)
 
@@ -363,10 +363,15 @@ def _advance(state, phrases, parents, tokens):
     return met, phrase, depth, bank
 
 
+def _earlier(candidates):
+    """bool (1, M, M): `[0, i, j]` is whether candidate j comes before candidate i."""
+    index = ops.arange(ops.shape(candidates)[1], dtype="int32")
+    return (index[None, :] < index[:, None])[None]
+
+
 def _rank_in_bank(scores, bank, valid):
     """int32 (sources, M): how many valid candidates of the same bank rank before each."""
-    m = scores.shape[1]
-    earlier = np.tril(np.ones((m, m), bool), -1)[None]
+    earlier = _earlier(scores)
     better = ops.logical_or(
         scores[:, None, :] > scores[:, :, None],
         ops.logical_and(scores[:, None, :] == scores[:, :, None], earlier),
@@ -383,7 +388,7 @@ def _allocate(k, scores, bank, rank, eligible):
     """
     highest = MAX_PHRASES * MAX_PHRASE_TOKENS + 1
     order = rank * highest + (highest - 1 - bank)
-    order = ops.where(eligible, order, highest * (rank.shape[1] + 1))
+    order = ops.where(eligible, order, 2**30)
     _, index = ops.top_k(-order, k)
     index = ops.cast(index, "int32")
     return index, ops.take_along_axis(eligible, index, axis=1)

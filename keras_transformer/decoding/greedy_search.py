@@ -73,7 +73,8 @@ def build_greedy_search(model, decoding=None, *, bos_id, eos_id, use_cache=True,
     pad_id = model.config.pad_id
     banned = tuple(sorted({pad_id, bos_id} - {eos_id}))
 
-    def search(encoder_token_ids, target_prefix=None):
+    def search(encoder_token_ids, *target_prefix):  # positional only: traced per arity
+        target_prefix = target_prefix[0] if target_prefix else None
         encoder_token_ids = ops.cast(encoder_token_ids, "int32")
         batch_size, source_length = ops.shape(encoder_token_ids)
         num_steps = source_length + max_extra_length + 1

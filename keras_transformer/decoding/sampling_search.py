@@ -116,7 +116,8 @@ def build_sampling_search(model, decoding=None, *, bos_id, eos_id, use_cache=Tru
     samples = decoding.num_results
     seed = (decoding.sampling_seed ^ 0x80000000) - 0x80000000  # its 32 bits, as an int32
 
-    def search(encoder_token_ids, target_prefix=None):
+    def search(encoder_token_ids, *target_prefix):  # positional only: traced per arity
+        target_prefix = target_prefix[0] if target_prefix else None
         encoder_token_ids = ops.cast(encoder_token_ids, "int32")
         batch_size, source_length = ops.shape(encoder_token_ids)
         num_steps = source_length + decoding.max_extra_length + 1
