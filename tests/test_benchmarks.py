@@ -481,3 +481,26 @@ def test_domain_adaptation_runs(tmp_path):
     )  # fmt: skip
     row = r"^\| lora8 \| [\d.]+ \| [\d.]+ \| [\d,]+ \| [\d.]+% \| \d+ KiB \| [\d.]+% \| [\d.]+ \|$"
     assert re.search(row, output, re.M), output
+
+
+@only_under("torch", "times the current backend's Translator; its searches are tested elsewhere")
+def test_constrained_decoding_runs(tmp_path):
+    from keras_transformer.export import save_translation_model
+    from keras_transformer.synthetic import generate_synthetic_pairs
+    from keras_transformer.text import train_vocabulary
+
+    english, german = generate_synthetic_pairs(200, seed=0)
+    tokenizer = train_vocabulary(english + german, vocabulary_size=160)
+    model = Seq2SeqTransformer(small_config(vocabulary_size=160))
+    save_translation_model(model, tokenizer, tmp_path / "model.keras")
+    (tmp_path / "input.en").write_text("\n".join(english[:6]) + "\n", encoding="utf-8")
+    (tmp_path / "references.de").write_text("\n".join(german[:6]) + "\n", encoding="utf-8")
+    output = run_benchmark(
+        "constrained_decoding", "--model", str(tmp_path / "model.keras"), "--input",
+        str(tmp_path / "input.en"), "--references", str(tmp_path / "references.de"),
+        "--max-extra-length", "8", "--repeats", "1",
+    )  # fmt: skip
+    assert re.search(r"^constrained: [\d.]+ s \([\d.]+ sentences/s\), BLEU [\d.]+$", output, re.M)
+    found = re.search(r"^phrases found in the constrained outputs: (\d+) of (\d+)$", output, re.M)
+    assert found and int(found[2]) >= 6 and int(found[1]) >= int(found[2]) - 2, output
+    assert re.search(r"^time constrained / plain beam: [\d.]+x \(target <= 2x\)", output, re.M)

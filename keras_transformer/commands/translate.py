@@ -32,7 +32,8 @@ DESCRIPTION = """\
 Translate one sentence per line with beam search (paper 6.1: beam 4, alpha 0.6, at most 50
 output tokens beyond the input's), or with --search greedy or sampling (--temperature, --top-k,
 --top-p, --seed; --n-best N draws N samples per line, most probable first; the same seed gives
-the same samples).
+the same samples). --target-prefix FILE forces the first words of each translation and
+--constraints FILE makes given target phrases appear in it (one line per input line).
 
 Standard output (or --output) holds only the translations, one line per input line (--n-best K:
 K lines per input line, best first), written and flushed chunk by chunk (--chunk-size lines, or

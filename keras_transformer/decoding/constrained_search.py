@@ -111,15 +111,9 @@ def build_constrained_search(
     del drop_settled
     decoding = DecodingConfig.from_settings(decoding, **{**settings, "search": "constrained"})
     pad_id = model.config.pad_id
-    s = dict(
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=pad_id,
-        banned=tuple(sorted({pad_id, bos_id} - {eos_id})),
-        k=decoding.beam_size,
-        decoding=decoding,
-        use_cache=use_cache,
-    )
+    s = {"bos_id": bos_id, "eos_id": eos_id, "pad_id": pad_id, "k": decoding.beam_size}
+    s.update(banned=tuple(sorted({pad_id, bos_id} - {eos_id})), decoding=decoding)
+    s.update(use_cache=use_cache)
 
     def search(encoder_token_ids, *inputs):  # positional only: traced per arity
         target_prefix, constraints = (*inputs, None, None)[:2]
@@ -182,14 +176,8 @@ def _initial_state(model, s, encoder_token_ids, num_steps, phrases):
     """One live beam (BOS) per source; absent phrases (length 0) count as met."""
     batch_size = ops.shape(encoder_token_ids)[0]
     k = s["k"]
-    cache = start_decoding(
-        model,
-        model.encode(encoder_token_ids),
-        encoder_token_ids,
-        num_steps,
-        s["use_cache"],
-        rows_per_source=k,
-    )
+    encoded = model.encode(encoder_token_ids)
+    cache = start_decoding(model, encoded, encoder_token_ids, num_steps, s["use_cache"], k)
     live_scores = ops.tile(
         ops.convert_to_tensor([[0.0] + [NEG_INF] * (k - 1)], "float32"), (batch_size, 1)
     )

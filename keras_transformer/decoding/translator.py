@@ -217,6 +217,17 @@ class Translator:
             return translations, [hypotheses[0][1] for hypotheses in n_best]
         return translations
 
+    def _target_ids(self, to_decode, target_prefix, constraints):
+        """`(prefixes, phrases)` of the sentences `to_decode`, as ids (None where not given)."""
+        prefixes = phrases = None
+        if target_prefix is not None:
+            chosen = [target_prefix[i] for i in to_decode]
+            prefixes = tokenized_targets(self.tokenizer, chosen, to_token_lists)
+        if constraints is not None:
+            chosen = [list(constraints[i]) for i in to_decode]
+            phrases = tokenized_phrases(self.tokenizer, chosen, to_token_lists)
+        return prefixes, phrases
+
     def translate_n_best(self, sentences, verbose="auto", target_prefix=None, constraints=None):
         """Translates `sentences`, keeping the `num_results` best hypotheses of each.
 
@@ -248,13 +259,7 @@ class Translator:
         if verbose == "auto":
             verbose = int(len(to_decode) >= 100)
         progress = CountProgress(len(to_decode), "sentences") if verbose else None
-        prefixes = phrases = None
-        if target_prefix is not None:
-            chosen = [target_prefix[i] for i in to_decode]
-            prefixes = tokenized_targets(self.tokenizer, chosen, to_token_lists)
-        if constraints is not None:
-            chosen = [list(constraints[i]) for i in to_decode]
-            phrases = tokenized_phrases(self.tokenizer, chosen, to_token_lists)
+        prefixes, phrases = self._target_ids(to_decode, target_prefix, constraints)
         batches = self._decode(self._batches(token_lists), prefixes, phrases)
         for rows, (tokens, batch_scores) in batches:
             # (rows, num_results, output_length) and (rows, num_results)
