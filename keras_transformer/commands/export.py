@@ -26,7 +26,7 @@ from keras_transformer.utils.same_file import (
 
 PROG = "keras-transformer export"
 # The options that name the model's files (`load_model_files`' arguments).
-MODEL_FILES = ("model", "weights", "config", "preset", "tokenizer")
+MODEL_FILES = ("model", "weights", "config", "preset", "tokenizer", "adapter")
 
 DESCRIPTION = """\
 Export a trained model as a SavedModel that stock TensorFlow Serving serves: UTF-8 sentences
@@ -81,6 +81,13 @@ class ExportOptions(DataclassConfig):
         required=True,
     )
     tokenizer: str | None = setting(None, "The SentencePiece .model file.", metavar="FILE")
+    adapter: str | None = setting(
+        None,
+        "LoRA adapters (a `train --lora-rank` run's adapter.lora) of the model, merged into "
+        "its kernels in memory before the export (no merged file is written); an adapter "
+        "trained on another model is refused.",
+        metavar="ADAPTER",
+    )
     config: str | None = setting(
         None,
         "With --weights: a run's config.json, or a JSON file of TransformerConfig fields (or "
@@ -156,6 +163,13 @@ def _check_options(parser, options):
         _check_tokenizer_file(parser, options.tokenizer)
     if options.quantization is not None and options.format != "ctranslate2":
         parser.error("--quantization goes with --format ctranslate2")
+    if options.adapter is not None:
+        from keras_transformer.export.lora_adapter import read_adapter_settings
+
+        try:
+            read_adapter_settings(options.adapter)  # an adapter file, before the backend loads
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
     return options
 
 
@@ -275,6 +289,7 @@ def _refuse_output_among_inputs(parser, options):
         ("--weights", options.weights),
         ("--tokenizer", options.tokenizer),
         ("--config", options.config),
+        ("--adapter", options.adapter),
     ]
     try:
         check_output_is_not_an_input(options.output, inputs)

@@ -4,12 +4,15 @@ import keras
 
 from keras_transformer.checkpoints.model_file_check import check_model_file, reading_model_file
 from keras_transformer.export.load_translation_model import load_translation_model
+from keras_transformer.export.lora_adapter import apply_adapter
 from keras_transformer.models.build_model import build_model
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.text.subword_tokenizer import SubwordTokenizer
 
 
-def load_model_files(model=None, *, weights=None, config=None, preset=None, tokenizer=None):
+def load_model_files(
+    model=None, *, weights=None, config=None, preset=None, tokenizer=None, adapter=None
+):
     """The `(model, tokenizer)` of a model file, or of weights with their settings.
 
     One of `model` and `weights` is given. A `model` file without `tokenizer`
@@ -25,17 +28,28 @@ def load_model_files(model=None, *, weights=None, config=None, preset=None, toke
             file of `TransformerConfig` fields (`build_model`).
         preset: str or None, with `weights`: a model preset name.
         tokenizer: str or None, a SentencePiece `.model` file.
+        adapter: str or None, a LoRA adapter file (`adapter.lora`) of the
+            model: its factors are merged into the kernels in memory, as the
+            adapter run's `model.keras` holds them (no file is written).
 
     Returns:
         `(model, tokenizer)`: a `Seq2SeqTransformer` and its tokenizer.
 
     Raises:
-        ValueError, OSError: a file that cannot be read as what it is given as.
+        ValueError, OSError: a file that cannot be read as what it is given as,
+            or an adapter of another base model.
 
     Example:
 
     >>> model, tokenizer = load_model_files("runs/base/model.keras")
     """
+    loaded, tokenizer = _load(model, weights, config, preset, tokenizer)
+    if adapter is not None:
+        loaded = apply_adapter(loaded, adapter).merged_model()
+    return loaded, tokenizer
+
+
+def _load(model, weights, config, preset, tokenizer):
     tokenizer = SubwordTokenizer(proto=tokenizer) if tokenizer else None
     if model is not None:
         if tokenizer is None:

@@ -41,6 +41,8 @@ class TensorFlowExport:
         config: str or None, a JSON file of the model's settings (with `weights`).
         preset: str or None, a model preset (with `weights`).
         tokenizer: str or None, a SentencePiece `.model` file.
+        adapter: str or None, a LoRA adapter file of the model, merged in
+            memory before the export.
         overwrite: bool, replace an existing `output`.
         prog: str, the name an error line starts with (`PROG: error: ...`).
 
@@ -58,6 +60,7 @@ class TensorFlowExport:
     config: str | None = None
     preset: str | None = None
     tokenizer: str | None = None
+    adapter: str | None = None
     overwrite: bool = False
     prog: str = f"python -m {MODULE}"
 
@@ -108,6 +111,7 @@ class TensorFlowExport:
             config=self.config,
             preset=self.preset,
             tokenizer=self.tokenizer,
+            adapter=self.adapter,
         )
         decoding = DecodingConfig.from_dict(self.decoding)
         return export_saved_model(model, tokenizer, self.output, decoding, overwrite=self.overwrite)
