@@ -28,14 +28,9 @@ from conftest import BACKEND_INDEPENDENT, only_under, small_config
 
 from keras_transformer import Seq2SeqTransformer, cli
 from keras_transformer.export import load_translation_model, save_translation_model
+from keras_transformer.synthetic import generate_synthetic_pairs, write_synthetic_corpus
 from keras_transformer.synthetic import lexicon as lex
-from keras_transformer.text import (
-    SubwordTokenizer,
-    generate_synthetic_pairs,
-    read_lines,
-    train_vocabulary,
-    write_synthetic_corpus,
-)
+from keras_transformer.text import SubwordTokenizer, read_lines, train_vocabulary
 
 # A one-layer width-64 model: learns something of the task in 300 steps.
 MODEL = [
