@@ -377,3 +377,25 @@ class Exploding:
 
     def __setstate__(self, state):
         raise AssertionError("the checkpoint's class was loaded")
+
+
+@BACKEND_INDEPENDENT
+def test_a_missing_or_misshapen_tensor_is_named(cases, tmp_path, capsys):
+    """The shared weight setter: one line naming the tensor, and the weight it was for."""
+    checkpoint = cases["separate_untied"][5]
+    (tmp_path / "spm.model").write_bytes((cases["separate_untied"][3] / "spm.model").read_bytes())
+    name = "decoder.transformer_layers.1.context_attn.linear_keys.weight"
+    out = ["--output", str(tmp_path / "out.keras")]
+    state = dict(checkpoint["model"])
+    state[name] = state[name][:, :-1]
+    torch.save({**checkpoint, "model": state}, tmp_path / "misshapen.pt")
+    line = _fail([str(tmp_path / "misshapen.pt"), *out], capsys)
+    assert f"{name} has shape (16, 15); the model's decoder.1.cross_attention.key.kernel" in line
+    del state[name]
+    torch.save({**checkpoint, "model": state}, tmp_path / "missing.pt")
+    line = _fail([str(tmp_path / "missing.pt"), *out], capsys)
+    assert f"missing.pt: no tensor '{name}'" in line
+    state = {**checkpoint["model"], "encoder.transformer.0.extra.weight": torch.zeros(2)}
+    torch.save({**checkpoint, "model": state}, tmp_path / "extra.pt")
+    line = _fail([str(tmp_path / "extra.pt"), *out], capsys)
+    assert "tensors this import does not know: encoder.transformer.0.extra.weight" in line
