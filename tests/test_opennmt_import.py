@@ -399,3 +399,41 @@ def test_a_missing_or_misshapen_tensor_is_named(cases, tmp_path, capsys):
     torch.save({**checkpoint, "model": state}, tmp_path / "extra.pt")
     line = _fail([str(tmp_path / "extra.pt"), *out], capsys)
     assert "tensors this import does not know: encoder.transformer.0.extra.weight" in line
+
+
+# Runs the command line, then prints which backends (and torch) it loaded.
+STARTUP = """
+import sys
+from keras_transformer.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+print(sorted(n for n in ("tensorflow", "keras", "jax", "torch") if n in sys.modules))
+sys.exit(code)
+"""
+
+
+@BACKEND_INDEPENDENT
+def test_help_and_a_wrong_file_load_no_backend(tmp_path):
+    import dataclasses
+    import subprocess
+    import sys
+
+    from keras_transformer.commands import import_opennmt
+
+    (tmp_path / "text.pt").write_text("not a checkpoint\n")
+    for arguments, code in (
+        (["import", "opennmt", "--help"], 0),
+        (["import", "opennmt", "text.pt", "--output", "x.keras"], 2),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-c", STARTUP, *arguments],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == code and result.stdout.splitlines()[-1] == "[]", result
+    assert "CHECKPOINT text.pt: not a torch checkpoint" in result.stderr
+    parser, added = import_opennmt.build_parser()
+    fields = {field.name for field in dataclasses.fields(import_opennmt.OpenNMTImportOptions)}
+    assert {action.dest for action in parser._actions} - {"help", "verbose"} <= fields
+    assert set(added) == fields
