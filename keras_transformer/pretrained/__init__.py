@@ -1,7 +1,9 @@
-"""Published translation models brought into this package: Marian / OPUS-MT and fairseq.
+"""Published translation models brought into this package: Marian / OPUS-MT, fairseq, OpenNMT-py.
 
-`keras-transformer import marian|fairseq ...` writes a `save_translation_model` file that
-`translate`, `evaluate`, `export` and `train --init-from` take as they take a trained model.
+Each format is a module (formats.py registers them; weight_setter.py puts any format's
+tensors into a model by its tensor-name map). `keras-transformer import FORMAT ...` writes a
+`save_translation_model` file that `translate`, `evaluate`, `export` and `train --init-from`
+take as they take a trained model.
 `load_translator` loads any of them, a model of this package or a Hugging Face id as a ready
 `Translator`, converting in memory.
 """

@@ -18,7 +18,12 @@ from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.pretrained.fairseq.names import BART_PROJECTIONS, BART_SUBLAYERS
 from keras_transformer.pretrained.tensor_names import LayerNames, layer_tensor_names
 from keras_transformer.pretrained.torch_load_error import torch_load_error
-from keras_transformer.pretrained.weight_setter import StateDict, Tensor, set_weights
+from keras_transformer.pretrained.weight_setter import (
+    StateDict,
+    Tensor,
+    check_position_tables,
+    set_weights,
+)
 
 NAME = "marian"
 # What a `save_pretrained` folder holds besides its weights (one of WEIGHT_FILES).
@@ -219,22 +224,6 @@ def _read_torch_file(path):
     return {name: tensor.float().numpy() for name, tensor in state.items()}
 
 
-def _check_positions(model, tensors):
-    """Older files hold the sinusoid tables: they must equal the ones our layers compute."""
-    from keras import ops
-
-    for stack, layer in (
-        ("encoder", model.source_position_embedding),
-        ("decoder", model.target_position_embedding),
-    ):
-        name = f"model.{stack}.embed_positions.weight"
-        if name in tensors:
-            table = tensors.take(name)
-            ours = ops.convert_to_numpy(layer(ops.zeros((1, *table.shape), "float32")))[0]
-            if not np.allclose(table, ours, atol=1e-4):
-                raise ValueError(f"{tensors.source}: {name} is not Marian's sinusoid table")
-
-
 def _embedding_name(tensors, tied):
     """The name the embedding matrix is read from; its tied copies must equal it and go."""
     names = (
@@ -281,7 +270,8 @@ def set_marian_weights(model, tensors):
     if not model.config.tie_output_projection and "lm_head.weight" not in tensors:
         raise ValueError(f"{tensors.source}: no tensor 'lm_head.weight'")
     embedding = _embedding_name(tensors, model.config.tie_output_projection)
-    _check_positions(model, tensors)
+    names = tuple(f"model.{stack}.embed_positions.weight" for stack in ("encoder", "decoder"))
+    check_position_tables(model, tensors, names, "Marian's sinusoid table")
     if "final_logits_bias" in tensors:  # saved as (1, vocabulary)
         tensors.tensors["final_logits_bias"] = tensors.tensors["final_logits_bias"].reshape(-1)
     names = tensor_names(model.config, embedding, "final_logits_bias" in tensors)

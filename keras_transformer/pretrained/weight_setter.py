@@ -185,3 +185,28 @@ def set_weights(model, names, tensors):
             )
         variable.assign(converted(tensor, array, shape).astype(variable.dtype))
     tensors.check_all_used()
+
+
+def check_position_tables(model, tensors, names, what, rows=None):
+    """Stored sinusoid tables (buffers a checkpoint keeps) must equal the ones we compute.
+
+    Args:
+        model: the built `Seq2SeqTransformer`.
+        tensors: the `StateDict`; the tables found are taken.
+        names: `(encoder's, decoder's)` tensor names of the tables.
+        what: str, what the table should be, for the message.
+        rows: int or None, the first rows compared (far positions' float32 angles
+            differ in their last digits).
+
+    Raises:
+        ValueError: a table differs; the message names it.
+    """
+    from keras import ops
+
+    layers = (model.source_position_embedding, model.target_position_embedding)
+    for name, layer in zip(names, layers, strict=True):
+        if name in tensors:
+            table = tensors.take(name).reshape(-1, model.config.d_model)[:rows]
+            ours = ops.convert_to_numpy(layer(ops.zeros((1, *table.shape), "float32")))[0]
+            if not np.allclose(table, ours, atol=1e-4):
+                raise ValueError(f"{tensors.source}: {name} is not {what}")

@@ -30,7 +30,12 @@ from keras_transformer.pretrained.tensor_names import (
     layer_tensor_names,
 )
 from keras_transformer.pretrained.torch_checkpoint import peek_strings
-from keras_transformer.pretrained.weight_setter import StateDict, Tensor, set_weights
+from keras_transformer.pretrained.weight_setter import (
+    StateDict,
+    Tensor,
+    check_position_tables,
+    set_weights,
+)
 
 NAME = "opennmt"
 FOLDER_HINT = "an OpenNMT-py checkpoint folder (one *.pt)"
@@ -181,25 +186,6 @@ def _drop_copies(tensors, config):
             )
 
 
-def _check_positions(model, tensors):
-    """The stored sinusoid tables must equal the ones our layers compute."""
-    from keras import ops
-
-    for stack, layer in (
-        ("encoder", model.source_position_embedding),
-        ("decoder", model.target_position_embedding),
-    ):
-        name = POSITIONS.format(stack=stack)
-        if name in tensors:
-            # The first rows: float32 angles of far positions differ in their last digits.
-            table = tensors.take(name).reshape(-1, model.config.d_model)[:CHECKED_POSITIONS]
-            ours = ops.convert_to_numpy(layer(ops.zeros((1, *table.shape), "float32")))[0]
-            if not np.allclose(table, ours, atol=1e-4):
-                raise OpenNMTImportError(
-                    f"{tensors.source}: {name} is not the sinusoid of position_encoding_type"
-                )
-
-
 def _subword_model(given, recorded, path, side):
     """The SentencePiece model of one side: the one given, or the one the options name."""
     if given:
@@ -293,7 +279,9 @@ def opennmt_translation_model(path, *, src_subword_model=None, tgt_subword_model
     model = Seq2SeqTransformer(config, dtype="float32")
     model.build()
     _drop_copies(tensors, config)
-    _check_positions(model, tensors)
+    names = tuple(POSITIONS.format(stack=stack) for stack in ("encoder", "decoder"))
+    what = "the sinusoid of position_encoding_type"
+    check_position_tables(model, tensors, names, what, CHECKED_POSITIONS)
     set_weights(model, tensor_names(config, shapes["feed_forward_bias"]), tensors)
     return model, tokenizer
 
