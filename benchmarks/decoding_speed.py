@@ -105,6 +105,12 @@ def parse_args():
         help="With --compare-ctranslate2 (quickstart, base): also time ours with one beam step "
         "per loop iteration (the paired_beam_steps fast form off).",
     )
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="With --compare-ctranslate2 (quickstart, base): also time ours with int8 weights "
+        "(quantize_model, Keras' int8 layers) made from the same float32 weights.",
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
     return parser.parse_args()
 
@@ -291,11 +297,11 @@ def compare_workload(args, name, alpha, ctranslate2):
     model.build()
     ours = {}
 
-    def ours_without(forms, outputs):
+    def ours_without(forms, outputs, decoded=model):
         """Our decoder, with the fast `forms` off (read where each search is traced)."""
         searches = [
             build_beam_search(
-                model,
+                decoded,
                 bos_id=tokenizer.bos_id,
                 eos_id=tokenizer.eos_id,
                 beam_size=args.beam_size,
@@ -320,6 +326,9 @@ def compare_workload(args, name, alpha, ctranslate2):
     single_steps = {}
     if args.single_beam_steps:
         decoders["ours, single beam steps"] = ours_without(["paired_beam_steps"], single_steps)
+    int8_outputs = {}
+    if args.int8:
+        decoders["ours int8"] = ours_without((), int8_outputs, int8_copy(model))
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     piece_batches = [
         [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches
@@ -376,6 +385,37 @@ def compare_workload(args, name, alpha, ctranslate2):
         if not same:
             sys.exit("error: ours with single and paired beam steps decoded different tokens")
         print("  ours, single and paired beam steps: the same tokens")
+    if int8_outputs:
+        report_int8(timings, ours, int8_outputs)
+
+
+def int8_copy(model):
+    """A copy of `model` with its weights quantized to int8 (`quantize_model`)."""
+    from keras_transformer import Seq2SeqTransformer
+    from keras_transformer.models.quantization import quantize_model
+
+    copy = Seq2SeqTransformer.from_config(model.get_config())
+    copy.build()
+    copy.set_weights(model.get_weights())
+    return quantize_model(copy, "int8")
+
+
+def report_int8(timings, ours, int8_outputs):
+    """Prints ours int8 against ours float32 and CTranslate2 int8 (its faster layout)."""
+    best = {decoder: figures[0] for decoder, figures in speed_figures(timings).items()}
+    theirs = min((b, d) for d, b in best.items() if d.startswith("ctranslate2 int8"))
+    print(
+        f"  ours int8: {best['ours'] / best['ours int8']:.2f}x ours float32, "
+        f"{theirs[0] / best['ours int8']:.2f}x {theirs[1]} (best times)"
+    )
+    same = sum(
+        int((ours[i][row] == int8_outputs[i][row]).all())
+        for i in ours
+        for row in range(len(ours[i]))
+    )
+    print(
+        f"  same output tokens (ours int8, ours float32): {same} of {sum(map(len, ours.values()))}"
+    )
 
 
 def trained_run(run_dir):

@@ -170,6 +170,11 @@ def unlocked_tracking(layer):
             tracker.lock()
 
 
+def leaf_layers(model):
+    """The layers of `model` that hold no sublayers, as Keras' `model.quantize` visits them."""
+    return [layer for layer in model._flatten_layers() if len(list(layer._flatten_layers())) == 1]
+
+
 def sentencepiece_resource_op(model, shared_name):
     """tensorflow-text's op making a SentencePiece model resource under `shared_name`.
 

@@ -310,10 +310,11 @@ def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     output = run_benchmark(
         "decoding_speed", "--data-dir", data_dir, "--compare-ctranslate2",
         "--workloads", "quickstart", "--vocabulary-size", "500", "--num-sentences", "8",
-        "--batch-size", "4", "--repeats", "1", "--single-beam-steps",
+        "--batch-size", "4", "--repeats", "1", "--single-beam-steps", "--int8",
     )  # fmt: skip
     assert re.search(r"^quickstart: params=[\d.]+M sentences=8 ", output, re.M), output
-    decoders = ("ours", "ours, single beam steps", "ctranslate2 float32", "ctranslate2 int8")
+    decoders = ("ours", "ours, single beam steps", "ours int8", "ctranslate2 float32",
+                "ctranslate2 int8")  # fmt: skip
     for decoder in decoders:
         assert re.search(rf"^ +{decoder}: +[\d.]+ sentences/s", output, re.M), output
     # Reported, not asserted: an untrained model's nearly uniform distributions are full of
@@ -321,6 +322,9 @@ def test_decoding_speed_compare_ctranslate2_runs(data_dir):
     # tests/test_ctranslate2_export.py compares them on a trained model.
     assert re.search(r"same output tokens \(ours, ctranslate2 float32\): \d+ of 8", output)
     assert "ours, single and paired beam steps: the same tokens" in output
+    ratios = r"ours int8: [\d.]+x ours float32, [\d.]+x ctranslate2 int8( inter)? \(best times\)"
+    assert re.search(ratios, output), output
+    assert re.search(r"same output tokens \(ours int8, ours float32\): \d+ of 8", output)
 
 
 @only_under("torch", "times the current backend's Translator; one backend is enough")

@@ -298,6 +298,7 @@ def test_settings_asset_records_the_decoding(exported):
         **DECODING,
         "length_penalty_rule": "gnmt",
         "batch_tokens": 4096,
+        "quantize": None,
     }
     assert settings["special_ids"] == {"pad_id": 0, "bos_id": 2, "eos_id": 3}
     assert settings["versions"]["tensorflow"] == tf.__version__
@@ -421,6 +422,7 @@ def test_learned_positions_keep_max_position_minus_extra_source_ids(
         "max_source_length": LEARNED_MAX_SOURCE_LENGTH,
         "length_penalty_rule": "gnmt",
         "batch_tokens": 4096,
+        "quantize": None,
     }
     # One id more and the last decoder position would be max_position, past the table.
     with pytest.raises(ValueError, match=r"`max_source_length` must be <= 12\. Received: 13"):

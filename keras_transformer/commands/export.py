@@ -111,13 +111,16 @@ class ExportOptions(DataclassConfig):
     overwrite: bool = setting(False, "Replace an existing --output.")
     format: str = setting(
         "saved_model",
-        "saved_model (TF Serving) or ctranslate2 (a CTranslate2 model directory; the decoding "
-        "flags are then chosen at translation time).",
-        choices=("saved_model", "ctranslate2"),
+        "saved_model (TF Serving), ctranslate2 (a CTranslate2 model directory; the decoding "
+        "flags are then chosen at translation time) or keras (the model and tokenizer in one "
+        ".keras file, --output FILE.keras, e.g. with --quantize int8 for translate --model).",
+        choices=("saved_model", "ctranslate2", "keras"),
     )
     quantization: str | None = setting(
         None,
-        "With --format ctranslate2: the weight type (none: float32, as trained).",
+        "With --format ctranslate2: CTranslate2's weight type, converted by CTranslate2 (none: "
+        "float32, as trained). --quantize int8 is the package's own (Keras' int8 layers), for "
+        "--format saved_model and keras.",
         choices=QUANTIZATIONS,
     )
 
@@ -189,8 +192,14 @@ def main(argv=None, prog=PROG):
     options = parsed_config(parser, ExportOptions(), arguments, added)
     decoding = parsed_config(parser, DecodingConfig(), arguments, decoding_added)
     options = _check_options(parser, options)
+    if decoding.quantize is not None and options.format == "ctranslate2":
+        parser.error(
+            "--quantize goes with --format saved_model or keras (ctranslate2: --quantization)"
+        )
     if options.format == "ctranslate2":
         return _export_ctranslate2(parser, options)
+    if options.format == "keras":
+        return _export_keras(parser, options, decoding.quantize)
     # The backend loads here, once the arguments and paths are checked.
     from keras_transformer import backend
     from keras_transformer.export.tensorflow_export import TensorFlowExport
@@ -248,6 +257,25 @@ def _export_ctranslate2(parser, options):
         parser.fail(error)
     weights = options.quantization or "float32"
     print(f"Exported a CTranslate2 model ({weights} weights) to {path}", file=sys.stderr)
+    return 0
+
+
+def _export_keras(parser, options, quantize):
+    """`--format keras`: the model and tokenizer in one `.keras` file, on any backend."""
+    if not options.output.endswith(".keras"):
+        parser.error(f"--format keras writes a .keras file. Received: --output {options.output}")
+    try:
+        from keras_transformer.export.save_translation_model import save_translation_model
+        from keras_transformer.models.quantization import quantize_model
+
+        model, tokenizer = _load(options)
+        if quantize is not None:
+            quantize_model(model, quantize)
+        path = save_translation_model(model, tokenizer, options.output)
+    except (OSError, ValueError, TypeError) as error:
+        parser.fail(error)
+    weights = quantize or "float32"
+    print(f"Exported the model ({weights} weights) and tokenizer to {path}", file=sys.stderr)
     return 0
 
 

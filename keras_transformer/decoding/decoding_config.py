@@ -8,6 +8,7 @@ flags are generated from its fields. Importing this module loads no backend.
 import dataclasses
 
 from keras_transformer.decoding.search_strategy import SearchStrategy
+from keras_transformer.models.quantize_modes import QUANTIZE_MODES
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
 # How a finished hypothesis is ranked: log_prob / penalty(length), length counting the EOS.
@@ -171,6 +172,17 @@ class DecodingConfig(DataclassConfig):
         maximum=2**32 - 1,
         served=True,
         strategy="sampling",
+        training_run=False,
+    )
+    quantize: str | None = decoding_setting(
+        None,
+        "Decode with int8 weights: each weight matrix quantized per output channel in memory "
+        "(Keras' model.quantize('int8'): int8 kernels, int8 matmuls of inputs quantized per "
+        "row), about a quarter of the float32 weights; none: the weights as they are (a model "
+        "file exported with --quantize int8 is int8 already). CTranslate2 exports take "
+        "--quantization instead.",
+        choices=QUANTIZE_MODES,
+        served=True,
         training_run=False,
     )
 

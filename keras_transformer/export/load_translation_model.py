@@ -11,6 +11,7 @@ import zipfile
 import keras
 
 from keras_transformer.checkpoints.model_file_check import check_model_file, reading_model_file
+from keras_transformer.export.quantized_model_file import load_quantized_model, saved_quantization
 from keras_transformer.export.save_translation_model import TOKENIZER_MEMBER
 from keras_transformer.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_transformer.text import (  # noqa: F401 (registers the tokenizer classes)
@@ -68,8 +69,12 @@ def load_translation_model(path, compile=True, safe_mode=True):
         if not compile:
             model_config.pop("compile_config", None)
         _import_named_modules(model_config)
+    quantized = saved_quantization(path)
     with reading_model_file(path):
-        model = keras.saving.load_model(path, compile=compile, safe_mode=safe_mode)
+        if quantized is not None:  # int8 weights: for decoding, not training
+            model = load_quantized_model(path, quantized, safe_mode=safe_mode)
+        else:
+            model = keras.saving.load_model(path, compile=compile, safe_mode=safe_mode)
     if not isinstance(model, Seq2SeqTransformer) or not isinstance(tokenizer, TranslationTokenizer):
         raise ValueError(
             f"{path} must hold a Seq2SeqTransformer and a translation tokenizer "

@@ -6,6 +6,7 @@ import zipfile
 import keras
 
 from keras_transformer.checkpoints.checkpoint_files import save_weights_atomic
+from keras_transformer.export.quantized_model_file import QUANTIZATION_MEMBER, quantization_member
 
 # The zip member holding the tokenizer. Keras' loader ignores it, so the file
 # is also an ordinary `.keras` model file.
@@ -17,7 +18,8 @@ def save_translation_model(model, tokenizer, path):
 
     The file is what `model.save(path)` writes (config, weights and, for a
     compiled model, the optimizer state) with one more member holding the
-    tokenizer's config, its SentencePiece models included as base64. It is
+    tokenizer's config, its SentencePiece models included as base64 (and,
+    for a model quantized by `quantize_model`, one naming its mode). It is
     written under a temporary name and renamed when complete, so `path` is
     either the old file or the new one, never a partial file.
 
@@ -49,8 +51,12 @@ def save_translation_model(model, tokenizer, path):
     # Serialized before anything is written: a failure leaves `path` untouched.
     tokenizer_json = json.dumps(keras.saving.serialize_keras_object(tokenizer))
 
+    quantization = quantization_member(model)  # int8 weights: how the loader rebuilds them
+
     def add_tokenizer(temporary):
         with zipfile.ZipFile(temporary, "a", compression=zipfile.ZIP_DEFLATED) as archive:
             archive.writestr(TOKENIZER_MEMBER, tokenizer_json)
+            if quantization is not None:
+                archive.writestr(QUANTIZATION_MEMBER, quantization)
 
     return save_weights_atomic(model, path, before_rename=add_tokenizer)

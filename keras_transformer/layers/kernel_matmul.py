@@ -2,7 +2,7 @@
 
 import functools
 
-from keras import ops
+from keras import ops, quantizers
 
 from keras_transformer import backend
 
@@ -57,6 +57,34 @@ def add_bias(outputs, bias):
     return outputs + bias
 
 
+def int8_matmul(inputs, kernel, kernel_scale):
+    """`inputs @ kernel` for an int8 `kernel` with per-column scales, as Keras' int8 `Dense`.
+
+    Each row of `inputs` is quantized to int8 with its own scale
+    (`127 / max |row|`), the product runs on int8 operands with int32
+    sums, and the result is divided by both scales: Keras' int8 scheme
+    (`keras.quantizers.abs_max_quantize`), where a quantized value is the
+    float value times its scale.
+
+    Args:
+        inputs: (..., d_in) float tensor.
+        kernel: (d_in, d_out) int8 tensor.
+        kernel_scale: (d_out,) float tensor: column `j` of the float kernel
+            is `kernel[:, j] / kernel_scale[j]`.
+
+    Returns:
+        (..., d_out) tensor of `inputs`' dtype.
+    """
+    quantized, inputs_scale = quantizers.abs_max_quantize(inputs, axis=-1)  # scale: (..., 1)
+    outputs = ops.cast(ops.matmul(quantized, kernel), inputs.dtype)
+    return outputs / ops.cast(inputs_scale * kernel_scale, inputs.dtype)
+
+
+def is_int8(layer):
+    """Whether `layer` (a Keras layer) holds int8-quantized weights (`model.quantize("int8")`)."""
+    return getattr(layer, "quantization_mode", None) == "int8"
+
+
 def dense_matmul(dense, inputs):
     """Applies a built `keras.layers.Dense` (no activation) through `kernel_matmul`.
 
@@ -69,9 +97,13 @@ def dense_matmul(dense, inputs):
         inputs: (..., d_in) tensor in the compute dtype.
 
     Returns:
-        (..., units) tensor of `inputs`' dtype: `inputs @ kernel (+ bias)`.
+        (..., units) tensor of `inputs`' dtype: `inputs @ kernel (+ bias)`; an
+        int8-quantized `dense` multiplies with `int8_matmul`.
     """
-    outputs = kernel_matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
+    if is_int8(dense):
+        outputs = int8_matmul(inputs, dense.kernel, dense.kernel_scale)
+    else:
+        outputs = kernel_matmul(inputs, ops.cast(dense.kernel, inputs.dtype))
     if dense.use_bias:
         outputs = add_bias(outputs, ops.cast(dense.bias, inputs.dtype))
     return outputs

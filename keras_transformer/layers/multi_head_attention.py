@@ -11,7 +11,7 @@ from keras_transformer import backend
 from keras_transformer.layers.adaptable_einsum_dense import AdaptableEinsumDense
 from keras_transformer.layers.cached_attention import CachedAttention
 from keras_transformer.layers.dropout import Dropout
-from keras_transformer.layers.kernel_matmul import add_bias
+from keras_transformer.layers.kernel_matmul import add_bias, int8_matmul, is_int8
 from keras_transformer.layers.masks import MASKED_SCORE, causal_attention_mask, merge_masks
 from keras_transformer.layers.matrix_glorot_uniform import MatrixGlorotUniform
 from keras_transformer.layers.utils import clone_initializer, current_thread_value, thread_value
@@ -35,7 +35,9 @@ class MultiHeadAttention(CachedAttention):
     `output_dense`: (h, d_v, d_model)), but `call` applies them as 2-D
     matmuls: self-attention projects Q, K and V with one matmul through the
     concatenated kernels, cross-attention K and V with another, and
-    `1 / sqrt(d_k)` is folded into the query kernel.
+    `1 / sqrt(d_k)` is folded into the query kernel. Projections quantized
+    by `model.quantize("int8")` (Keras' int8 `EinsumDense`: per-output
+    scales) are applied the same way, as int8 matmuls (`int8_matmul`).
 
     Its decoding cache keeps the contract of `CachedAttention` ("Cache
     contract"): `initial_cache` gives the growing self-attention
@@ -269,7 +271,7 @@ class MultiHeadAttention(CachedAttention):
         return ops.reshape(grouped, (query_rows[0], self.num_heads, query_rows[1], key_len))
 
     def _matrix(self, dense):
-        """The kernel of `dense` as a matrix and its bias as a vector, in the compute dtype.
+        """The kernel of `dense` as a matrix, its bias as a vector and its int8 scales.
 
         Input projections' (d_model, heads, head_dim) kernels become
         (d_model, heads * head_dim) and the output projection's
@@ -277,8 +279,17 @@ class MultiHeadAttention(CachedAttention):
         weights, applied with plain matmuls. One 2-D matmul (whose kernel
         gradient is one matmul too) is faster than a batched einsum that
         broadcasts the kernel over the batch and sums its gradient back.
+
+        Returns `(kernel, bias, scale)`: the kernel in the compute dtype and
+        `scale` None, or for an int8 `dense` its int8 kernel and the
+        (columns,) scales that divide its products.
         """
-        kernel = ops.cast(dense.kernel, self.compute_dtype)
+        scale = None
+        if is_int8(dense):
+            kernel = ops.convert_to_tensor(dense.kernel)
+            scale = ops.reshape(ops.convert_to_tensor(dense.kernel_scale), (-1,))
+        else:
+            kernel = ops.cast(dense.kernel, self.compute_dtype)
         if dense is self.output_dense:
             kernel = ops.reshape(kernel, (-1, kernel.shape[-1]))
         else:
@@ -290,13 +301,16 @@ class MultiHeadAttention(CachedAttention):
             # Q / sqrt(d_k) from scaled weights: one pass over the (small) kernel
             # instead of over every query, and float16 scores stay in range. Exact
             # when d_k is a power of 4 (a power-of-two scale), as in the paper's 64.
-            scale = ops.cast(1.0 / math.sqrt(self.key_dim), self.compute_dtype)
-            kernel = kernel * scale
-            bias = None if bias is None else bias * scale
-        return kernel, bias
+            factor = ops.cast(1.0 / math.sqrt(self.key_dim), self.compute_dtype)
+            if scale is None:
+                kernel = kernel * factor
+            else:  # products are divided by the scale
+                scale = scale / ops.cast(factor, scale.dtype)
+            bias = None if bias is None else bias * factor
+        return kernel, bias, scale
 
     def _matrices(self, denses):
-        """The matrices of `denses` side by side: one (d_in, sum of widths) kernel, one bias.
+        """The matrices of `denses` side by side: one (d_in, sum of widths) kernel, bias, scale.
 
         Inside `fixed_matrices` they come from its memo, computed once outside the
         decoding loop.
@@ -304,12 +318,16 @@ class MultiHeadAttention(CachedAttention):
         memo = current_thread_value(self)
         if memo is not None and denses in memo:
             return memo[denses]
-        kernels, biases = zip(*(self._matrix(dense) for dense in denses), strict=True)
-        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
-        bias = None
-        if self.use_bias:
-            bias = biases[0] if len(biases) == 1 else ops.concatenate(biases)
-        return kernel, bias
+        kernels, biases, scales = zip(*(self._matrix(dense) for dense in denses), strict=True)
+        if any(scale is None for scale in scales) and any(s is not None for s in scales):
+            raise ValueError(f"{self.name}: some projections are int8, others are not.")
+
+        def joined(parts, axis=0):
+            if parts[0] is None:
+                return None
+            return parts[0] if len(parts) == 1 else ops.concatenate(parts, axis=axis)
+
+        return joined(kernels, axis=-1), joined(biases), joined(scales)
 
     @contextlib.contextmanager
     def fixed_matrices(self):
@@ -337,13 +355,13 @@ class MultiHeadAttention(CachedAttention):
         attention products, and a decoding cache that grows along `length`,
         need no transposed copy of the keys and values at each step.
         """
-        kernel, bias = self._matrices(tuple(denses))
+        kernel, bias, scale = self._matrices(tuple(denses))
         # Not from `dense.kernel`: with LoRA, Keras' property computes the merged kernel.
         sizes = [
             self.num_heads * (self.value_dim if dense is self.value_dense else self.key_dim)
             for dense in denses
         ]
-        outputs = ops.matmul(inputs, kernel)  # (batch, length, sum of heads * head_dim)
+        outputs = self._product(inputs, kernel, scale)  # (batch, length, sum of heads * head_dim)
         if bias is not None:
             outputs = add_bias(outputs, bias)
         parts = (
@@ -375,9 +393,14 @@ class MultiHeadAttention(CachedAttention):
         context = ops.transpose(context, (0, 2, 1, 3))  # (batch, q, h, d_v)
         leading = ops.shape(context)[:2]  # (batch, q)
         context = ops.reshape(context, (*leading, self.num_heads * self.value_dim))
-        kernel, bias = self._matrices((self.output_dense,))  # (h * d_v, output_dim)
-        outputs = ops.matmul(context, kernel)  # (batch, q, output_dim)
+        kernel, bias, scale = self._matrices((self.output_dense,))  # (h * d_v, output_dim)
+        outputs = self._product(context, kernel, scale)  # (batch, q, output_dim)
         return (outputs if bias is None else add_bias(outputs, bias)), weights
+
+    @staticmethod
+    def _product(inputs, kernel, scale):
+        """`inputs @ kernel`; an int8 product where `scale` is given (see `_matrix`)."""
+        return ops.matmul(inputs, kernel) if scale is None else int8_matmul(inputs, kernel, scale)
 
     def compute_output_shape(self, query_shape, key_value_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])

@@ -4,10 +4,11 @@ import contextlib
 import math
 
 import keras
-from keras import ops
+from keras import ops, quantizers
 
 from keras_transformer import backend
-from keras_transformer.layers.kernel_matmul import kernel_matmul
+from keras_transformer.compat import unlocked_tracking
+from keras_transformer.layers.kernel_matmul import int8_matmul, is_int8, kernel_matmul
 from keras_transformer.layers.utils import current_thread_value, thread_value
 
 
@@ -23,6 +24,11 @@ class TokenEmbedding(keras.layers.Layer):
 
     Weights start from `N(0, d_model^-0.5)` so that the scaled embeddings
     have unit variance, the usual choice for a tied matrix.
+
+    `quantize("int8")` (called by `model.quantize`) stores the matrix as
+    int8 with one scale per row (per token), which serves both directions:
+    looked-up rows are dequantized, and the logits are an int8 product
+    (`int8_matmul`) whose output columns are the rows.
 
     Args:
         vocabulary_size: int. Number of token ids.
@@ -72,6 +78,41 @@ class TokenEmbedding(keras.layers.Layer):
         )
         self.built = True
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Stores the matrix as int8 with per-row scales (Keras' `Layer.quantize`).
+
+        Args:
+            mode: "int8", the one mode built.
+            type_check: unused (Keras' argument).
+            config: unused: the weights are quantized with Keras' default
+                (abs-max) quantizer, per row.
+
+        Raises:
+            NotImplementedError: another mode.
+        """
+        if mode != "int8":
+            raise NotImplementedError(
+                f"{self.name}: TokenEmbedding quantizes to int8 only. Received: mode={mode!r}"
+            )
+        self._check_quantize_args(mode, self.compute_dtype)
+        values, scale = quantizers.abs_max_quantize(self.embeddings, axis=-1, to_numpy=True)
+        del self.embeddings
+        with unlocked_tracking(self):
+            self.embeddings = self.add_weight(
+                shape=(self.vocabulary_size, self.embedding_dim),
+                initializer="zeros",
+                dtype="int8",
+                trainable=False,
+                name="embeddings",
+            )
+            self.embeddings_scale = self.add_weight(
+                shape=(self.vocabulary_size,), initializer="ones", trainable=False, name="scale"
+            )
+        self.embeddings.assign(values)
+        self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
+        self._is_quantized = True
+        self.dtype_policy = keras.dtype_policies.get(f"int8_from_{self.dtype_policy.name}")
+
     @contextlib.contextmanager
     def fixed_output_matrix(self):
         """Transposes the matrix once, on entry, for the `reverse=True` calls made inside.
@@ -85,11 +126,18 @@ class TokenEmbedding(keras.layers.Layer):
         """
         if not self.built:
             raise ValueError("`fixed_output_matrix` needs a built layer: call it once first.")
-        transposed = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
+        if is_int8(self):
+            transposed = ops.transpose(ops.convert_to_tensor(self.embeddings))
+        else:
+            transposed = ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
         with thread_value(self, transposed):  # (embedding_dim, vocabulary)
             yield
 
     def call(self, inputs, reverse=False):
+        if reverse and is_int8(self):
+            fixed = current_thread_value(self)
+            kernel = ops.transpose(self.embeddings) if fixed is None else fixed
+            return ops.cast(int8_matmul(inputs, kernel, self.embeddings_scale), "float32")
         if reverse:
             fixed = current_thread_value(self)
             if fixed is not None and fixed.dtype == inputs.dtype:
@@ -98,11 +146,18 @@ class TokenEmbedding(keras.layers.Layer):
             # `kernel_matmul`: a faster embedding gradient on JAX's CPU backend.
             logits = kernel_matmul(inputs, kernel, transpose_kernel=True)
             return ops.cast(logits, "float32")
-        embedded = backend.gather_rows(self.embeddings, ops.cast(inputs, "int32"))
-        embedded = ops.cast(embedded, self.compute_dtype)
+        ids = ops.cast(inputs, "int32")
+        embedded = ops.cast(backend.gather_rows(self.embeddings, ids), self.compute_dtype)
+        if is_int8(self):
+            scale = ops.take(self.embeddings_scale, ids, axis=0)[..., None]
+            embedded = embedded / ops.cast(scale, self.compute_dtype)
         if self.scale:
             embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)
         return embedded
+
+    def _int8_call(self, inputs, reverse=False):
+        # Keras' `Layer.__call__` sends a quantized layer's calls here; `call` has both paths.
+        return self.call(inputs, reverse=reverse)
 
     def compute_output_shape(self, inputs_shape, reverse=False):
         if reverse:

@@ -11,6 +11,7 @@ __all__ = lazy_exports(
         "PRESETS": "presets",
         "Preset": "presets",
         "get_preset": "presets",
+        "quantize_model": "quantization",
         "Seq2SeqTransformer": "seq2seq_transformer",
         "TransformerConfig": "transformer_config",
     },
