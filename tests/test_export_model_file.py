@@ -229,3 +229,18 @@ def test_command_exports_through_a_tensorflow_spec_from_another_backend(tmp_path
         )
     ]
     assert DecodingConfig.from_dict(specs[0].decoding) == DecodingConfig(beam_size=5, alpha=0.7)
+
+
+def test_the_tensorflow_export_process_reports_a_bad_model_file_in_one_line(tmp_path, capsys):
+    from keras_transformer.export.tensorflow_export import TensorFlowExport, main
+
+    (tmp_path / "bad.keras").write_text("not a zip archive")
+    spec = TensorFlowExport(
+        str(tmp_path / "1"), {}, model=str(tmp_path / "bad.keras"), prog="keras-transformer export"
+    )
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec.to_dict()))
+    assert main([str(path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("keras-transformer export: error: ") and error.count("\n") == 1
+    assert "bad.keras" in error and not (tmp_path / "1").exists()

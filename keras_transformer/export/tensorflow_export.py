@@ -124,13 +124,9 @@ def main(argv=None):
         int: 0 once the SavedModel is written; 2 with one line on stderr for
         an error of the spec's files or settings.
     """
-    from keras_transformer.utils.backend_logs import quiet_backend_logs
     from keras_transformer.utils.command_line import one_line
-    from keras_transformer.utils.process_exit import skip_collection_at_exit
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    skip_collection_at_exit()
-    quiet_backend_logs([])  # the parent's --verbose reaches here through the environment
     if len(argv) != 1:
         print(f"usage: python -m {MODULE} SPEC.json", file=sys.stderr)
         return USER_ERROR_STATUS
@@ -144,4 +140,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from keras_transformer.utils.backend_logs import quiet_backend_logs
+    from keras_transformer.utils.process_exit import skip_collection_at_exit
+
+    skip_collection_at_exit()
+    quiet_backend_logs([])  # the parent's --verbose reaches here through the environment
     sys.exit(main())
