@@ -18,8 +18,8 @@ import sys
 MARKER = "<!-- api-reference -->"
 # The order of the reference: the data's way through the package.
 PACKAGES = (
-    "models", "layers", "training", "text", "synthetic", "data", "decoding", "evaluation", "checkpoints",
-    "export", "experiment", "figures", "pretrained",
+    "models", "layers", "training", "text", "synthetic", "data", "decoding", "evaluation",
+    "checkpoints", "export", "experiment", "figures", "pretrained",
 )  # fmt: skip
 
 
