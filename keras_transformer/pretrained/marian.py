@@ -16,10 +16,10 @@ import numpy as np
 
 from keras_transformer.models.transformer_config import TransformerConfig
 from keras_transformer.pretrained.fairseq.names import BART_PROJECTIONS, BART_SUBLAYERS
+from keras_transformer.pretrained.state_dict import StateDict
 from keras_transformer.pretrained.tensor_names import LayerNames, layer_tensor_names
 from keras_transformer.pretrained.torch_load_error import torch_load_error
 from keras_transformer.pretrained.weight_setter import (
-    StateDict,
     Tensor,
     check_position_tables,
     set_weights,

@@ -5,12 +5,13 @@ import re
 import numpy as np
 
 from keras_transformer.pretrained.fairseq.settings import FairseqImportError
+from keras_transformer.pretrained.state_dict import StateDict
 from keras_transformer.pretrained.tensor_names import (
     LayerNames,
     final_norm_names,
     layer_tensor_names,
 )
-from keras_transformer.pretrained.weight_setter import StateDict, Tensor, set_weights
+from keras_transformer.pretrained.weight_setter import Tensor, set_weights
 
 # fairseq's (and Hugging Face BART's) names of a layer's tensors.
 BART_SUBLAYERS = {

@@ -24,6 +24,7 @@ from keras_transformer.pretrained.opennmt.settings import (
     special_ids,
     transformer_config,
 )
+from keras_transformer.pretrained.state_dict import StateDict
 from keras_transformer.pretrained.tensor_names import (
     LayerNames,
     final_norm_names,
@@ -31,7 +32,6 @@ from keras_transformer.pretrained.tensor_names import (
 )
 from keras_transformer.pretrained.torch_checkpoint import peek_strings
 from keras_transformer.pretrained.weight_setter import (
-    StateDict,
     Tensor,
     check_position_tables,
     set_weights,
