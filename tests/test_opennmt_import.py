@@ -437,3 +437,20 @@ def test_help_and_a_wrong_file_load_no_backend(tmp_path):
     fields = {field.name for field in dataclasses.fields(import_opennmt.OpenNMTImportOptions)}
     assert {action.dest for action in parser._actions} - {"help", "verbose"} <= fields
     assert set(added) == fields
+
+
+@BACKEND_INDEPENDENT
+def test_the_registry_makes_the_import_commands_and_the_source_kinds():
+    import importlib
+
+    from keras_transformer.commands.import_model import FORMAT_COMMANDS
+    from keras_transformer.pretrained.formats import FORMATS, formats
+    from keras_transformer.pretrained.model_source import KINDS
+
+    assert list(FORMAT_COMMANDS) == list(FORMATS) and "opennmt" in FORMATS
+    assert ("keras", *FORMATS) == KINDS
+    parts = ("NAME", "FOLDER_HINT", "MISSING_HINT", "accepts_file", "find_in_folder")
+    for module in formats():
+        assert all(hasattr(module, part) for part in (*parts, "translation_model")), module
+        assert callable(importlib.import_module(FORMAT_COMMANDS[module.NAME]).main)
+    assert formats()[-1].NAME == "fairseq"  # it takes any .pt: asked last

@@ -7,12 +7,12 @@ FORMAT picks the command, one per format of the registry (pretrained/formats.py)
 import importlib
 import sys
 
-from keras_transformer.pretrained.formats import COMMAND_ORDER, command_module, summary
+from keras_transformer.pretrained.formats import FORMATS, command_module, summary
 from keras_transformer.utils.command_line import OneLineErrorParser
 
 PROG = "keras-transformer import"
 # Each format's command module, imported when its format is chosen.
-FORMAT_COMMANDS = {name: command_module(name) for name in COMMAND_ORDER}
+FORMAT_COMMANDS = {name: command_module(name) for name in FORMATS}
 
 
 def main(argv=None, prog=PROG):
@@ -20,7 +20,7 @@ def main(argv=None, prog=PROG):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineErrorParser(
         prog=prog,
-        description=f"Write a published model ({', '.join(map(summary, COMMAND_ORDER))}) as a "
+        description=f"Write a published model ({', '.join(map(summary, FORMATS))}) as a "
         "translation model file that translate, evaluate, export and train --init-from take.",
     )
     parser.add_argument(

@@ -8,6 +8,8 @@ tensor-name map for the shared weight setter (weight_setter.py); then, for the r
 - `accepts_file(path)`: whether a file given as a model is one of this format;
 - `find_in_folder(name, folder)`: what a folder holds of this format, or None;
 - `FOLDER_HINT`, `MISSING_HINT`: how messages describe its folders;
+- `FALLBACK`: True where it takes what the others do not recognize (fairseq takes any
+  `.pt` file), so that it is asked last;
 - `translation_model(path)`: `(model, tokenizer)`, converted in memory;
 
 and a command, `keras_transformer/commands/import_NAME.py`. A new format is its module,
@@ -17,15 +19,12 @@ its command, one line below and its test. Importing this registry loads no forma
 import functools
 import importlib
 
-# name -> (the format's module, what messages call it), in the order sources are
-# recognized (a `.pt` file is OpenNMT-py's when it says so, else fairseq's).
+# name -> (the format's module, what messages call it). A format added goes last.
 FORMATS = {
     "marian": ("keras_transformer.pretrained.marian", "Marian / OPUS-MT"),
-    "opennmt": ("keras_transformer.pretrained.opennmt", "OpenNMT-py"),
     "fairseq": ("keras_transformer.pretrained.fairseq", "fairseq"),
+    "opennmt": ("keras_transformer.pretrained.opennmt", "OpenNMT-py"),
 }
-# The order `keras-transformer import --help` lists them in.
-COMMAND_ORDER = ("marian", "fairseq", "opennmt")
 
 
 @functools.cache
@@ -56,5 +55,6 @@ def command_module(name):
 
 
 def formats():
-    """The format modules, in the order sources are recognized."""
-    return [get_format(name) for name in FORMATS]
+    """The format modules, in the order sources are recognized (a `FALLBACK` one last)."""
+    modules = [get_format(name) for name in FORMATS]
+    return sorted(modules, key=lambda module: getattr(module, "FALLBACK", False))

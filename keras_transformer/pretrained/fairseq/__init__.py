@@ -23,6 +23,8 @@ from keras_transformer.pretrained.fairseq.tokenizer import (
 )
 
 NAME = "fairseq"
+# Any `.pt` file that no other format recognizes is taken as a fairseq checkpoint.
+FALLBACK = True
 FOLDER_HINT = "a fairseq checkpoint folder (model.pt, dict.SRC.txt, dict.TGT.txt)"
 MISSING_HINT = "a fairseq checkpoint folder (no *.pt)"
 
