@@ -351,6 +351,10 @@ def test_bad_checkpoints_get_one_line(cases, tmp_path, capsys):
     torch.save({"model": checkpoint["model"], "args": {}}, tmp_path / "fairseq.pt")
     line = _fail([str(tmp_path / "fairseq.pt"), *out], capsys)
     assert "fairseq.pt: not an OpenNMT-py checkpoint (expected the keys" in line
+    weightless = {key: value for key, value in checkpoint.items() if key != "model"}
+    torch.save(weightless, tmp_path / "weightless.pt")
+    line = _fail([str(tmp_path / "weightless.pt"), *out], capsys)
+    assert "weightless.pt: holds no weights (OpenNMT-py's safetensors mode" in line
     (tmp_path / "text.pt").write_text("not a checkpoint\n")
     line = _fail([str(tmp_path / "text.pt"), *out], capsys)
     assert "text.pt: not a torch checkpoint" in line

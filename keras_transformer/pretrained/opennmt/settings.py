@@ -71,6 +71,11 @@ def read_checkpoint(path):
     )
     checkpoint = load_checkpoint(path, EXPECTED_CONTENT, torch)
     keys = ("model", "generator", "vocab", "opt")
+    if isinstance(checkpoint, dict) and "opt" in checkpoint and checkpoint.get("model") is None:
+        raise OpenNMTImportError(
+            f"{path}: holds no weights (OpenNMT-py's safetensors mode saves them apart, which "
+            "is not supported); expected a checkpoint saved with its model"
+        )
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in keys):
         found = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
         raise OpenNMTImportError(
