@@ -15,9 +15,8 @@ import os
 import numpy as np
 
 from keras_transformer.models.transformer_config import TransformerConfig
-from keras_transformer.pretrained.fairseq.names import BART_PROJECTIONS, BART_SUBLAYERS
 from keras_transformer.pretrained.state_dict import StateDict
-from keras_transformer.pretrained.tensor_names import LayerNames, layer_tensor_names
+from keras_transformer.pretrained.tensor_names import bart_layer_names, layer_tensor_names
 from keras_transformer.pretrained.torch_load_error import torch_load_error
 from keras_transformer.pretrained.weight_setter import (
     Tensor,
@@ -30,9 +29,7 @@ NAME = "marian"
 FOLDER_FILES = ("config.json", "source.spm", "target.spm", "vocab.json")
 FOLDER_HINT = f"a Marian folder ({', '.join(FOLDER_FILES)}, model.safetensors)"
 MISSING_HINT = "a Marian folder (no source.spm)"
-MARIAN_LAYERS = LayerNames(
-    "model.encoder.layers.{i}", "model.decoder.layers.{i}", BART_SUBLAYERS, BART_PROJECTIONS
-)
+MARIAN_LAYERS = bart_layer_names("model.encoder", "model.decoder")
 
 CONFIG_FILE = "config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

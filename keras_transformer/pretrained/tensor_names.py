@@ -27,6 +27,18 @@ SUBLAYERS = (
     "feed_forward_norm",
 )
 
+# fairseq's (and Hugging Face BART's) names of a layer's tensors.
+BART_SUBLAYERS = {
+    "self_attention": "self_attn",
+    "self_attention_norm": "self_attn_layer_norm",
+    "cross_attention": "encoder_attn",
+    "cross_attention_norm": "encoder_attn_layer_norm",
+    "feed_forward.inner": "fc1",
+    "feed_forward.output": "fc2",
+    "feed_forward_norm": "final_layer_norm",
+}
+BART_PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj", "output": "out_proj"}
+
 
 @dataclasses.dataclass(frozen=True)
 class LayerNames:
@@ -57,6 +69,16 @@ class LayerNames:
     def sublayer(self, stack, name):
         """The format's name of our sublayer `name` in `stack`."""
         return self.sublayers.get(f"{stack}.{name}", self.sublayers.get(name))
+
+
+def bart_layer_names(encoder_prefix, decoder_prefix):
+    """The `LayerNames` of fairseq and BART's family: `{prefix}.layers.{i}.self_attn.q_proj`."""
+    return LayerNames(
+        f"{encoder_prefix}.layers.{{i}}",
+        f"{decoder_prefix}.layers.{{i}}",
+        BART_SUBLAYERS,
+        BART_PROJECTIONS,
+    )
 
 
 def _norm(path, prefix, names):

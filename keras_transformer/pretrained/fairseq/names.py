@@ -7,26 +7,13 @@ import numpy as np
 from keras_transformer.pretrained.fairseq.settings import FairseqImportError
 from keras_transformer.pretrained.state_dict import StateDict
 from keras_transformer.pretrained.tensor_names import (
-    LayerNames,
+    bart_layer_names,
     final_norm_names,
     layer_tensor_names,
 )
 from keras_transformer.pretrained.weight_setter import Tensor, set_weights
 
-# fairseq's (and Hugging Face BART's) names of a layer's tensors.
-BART_SUBLAYERS = {
-    "self_attention": "self_attn",
-    "self_attention_norm": "self_attn_layer_norm",
-    "cross_attention": "encoder_attn",
-    "cross_attention_norm": "encoder_attn_layer_norm",
-    "feed_forward.inner": "fc1",
-    "feed_forward.output": "fc2",
-    "feed_forward_norm": "final_layer_norm",
-}
-BART_PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj", "output": "out_proj"}
-FAIRSEQ_LAYERS = LayerNames(
-    "encoder.layers.{i}", "decoder.layers.{i}", BART_SUBLAYERS, BART_PROJECTIONS
-)
+FAIRSEQ_LAYERS = bart_layer_names("encoder", "decoder")
 # Entries that hold no weights of the model: buffers and version markers.
 _IGNORED = re.compile(r"(^|\.)version$|\.embed_positions\.(_float_tensor|weights)$")
 
