@@ -53,6 +53,9 @@ def test_the_page_runs_on_a_tiny_published_model(tmp_path):
     merged, adapted = read_lines(work / "test.merged.de"), read_lines(work / "test.adapter.de")
     assert len(merged) == 12 and merged == adapted
     assert (work / "serving" / "my-domain" / "1" / "saved_model.pb").is_file()
-    assert (work / "serving" / "my-domain-ct2" / "model.bin").is_file()
+    ct2 = work / "serving" / "my-domain-ct2" / "model.bin"
+    assert (
+        ct2.read_bytes() == (work / "serving" / "my-domain-ct2-adapter" / "model.bin").read_bytes()
+    )
     settings = json.loads((work / "runs" / "my-domain-decoder" / "config.json").read_text())
     assert settings["experiment"]["adaptation"]["freeze"] == ["embeddings", "encoder"]
