@@ -7,10 +7,15 @@ import os
 import sys
 import zipfile
 
-from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag, one_line
+from keras_transformer.utils.command_line import (
+    OneLineErrorParser,
+    add_verbose_flag,
+    check_input_files,
+    check_keras_output,
+    one_line,
+)
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
-from keras_transformer.utils.same_file import check_output_writable
 
 PROG = "keras-transformer import fairseq"
 
@@ -86,23 +91,15 @@ def _looks_like_torch_checkpoint(path):
 
 def _check_paths(parser, options):
     """Exits with one line (status 2) for a path the import cannot use."""
-    if not options.output.endswith(".keras"):
-        parser.error(f"--output must end with .keras. Received: {options.output}")
-    if os.path.exists(options.output) and not options.overwrite:
-        parser.fail(f"--output {options.output} exists; pass --overwrite to replace it")
-    if not os.path.isdir(os.path.dirname(os.path.abspath(options.output))):
-        parser.fail(f"--output {options.output}: its folder does not exist")
-    try:
-        check_output_writable(options.output)
-    except PermissionError as error:
-        parser.fail(error)
-    for flag, path in (
-        ("CHECKPOINT", options.checkpoint),
-        ("--bpe-codes", options.bpe_codes),
-        ("--sentencepiece-model", options.sentencepiece_model),
-    ):
-        if path is not None and not os.path.isfile(path):
-            parser.fail(f"{flag} {path}: no such file")
+    check_keras_output(parser, options.output, options.overwrite)
+    check_input_files(
+        parser,
+        (
+            ("CHECKPOINT", options.checkpoint),
+            ("--bpe-codes", options.bpe_codes),
+            ("--sentencepiece-model", options.sentencepiece_model),
+        ),
+    )
     if not os.path.isdir(options.dictionary_dir):
         parser.fail(f"--dictionary-dir {options.dictionary_dir}: not a folder")
     if not _looks_like_torch_checkpoint(options.checkpoint):

@@ -4,10 +4,13 @@ import dataclasses
 import os
 import sys
 
-from keras_transformer.utils.command_line import OneLineErrorParser, add_verbose_flag
+from keras_transformer.utils.command_line import (
+    OneLineErrorParser,
+    add_verbose_flag,
+    check_keras_output,
+)
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
-from keras_transformer.utils.same_file import check_output_writable
 
 PROG = "keras-transformer import marian"
 
@@ -89,14 +92,7 @@ def main(argv=None, prog=PROG):
             f"{options.directory}: missing {', '.join(missing)}; expected a Marian folder as "
             "save_pretrained writes it"
         )
-    if not options.output.endswith(".keras"):
-        parser.fail(f"--output must end with .keras. Received: {options.output}")
-    if os.path.exists(options.output) and not options.overwrite:
-        parser.fail(f"--output {options.output} exists; pass --overwrite to replace it")
-    try:
-        check_output_writable(options.output)
-    except PermissionError as error:
-        parser.fail(error)
+    check_keras_output(parser, options.output, options.overwrite)
     # The backend loads here, once the arguments are checked.
     from keras_transformer.pretrained.marian import import_marian
 

@@ -7,8 +7,10 @@ OSError a command raises on the user's input (through `OneLineErrorParser.fail`)
 
 import argparse
 import dataclasses
+import os
 
 from keras_transformer.utils.config_arguments import add_config_arguments
+from keras_transformer.utils.same_file import check_output_writable
 
 # Exit status of every user error (argparse's own for a bad invocation).
 USER_ERROR_STATUS = 2
@@ -75,3 +77,39 @@ class OneLineErrorParser(argparse.ArgumentParser):
         """
         message = error if isinstance(error, str) else one_line(error)
         self.exit(USER_ERROR_STATUS, f"{self.prog}: error: {message}\n")
+
+
+def check_keras_output(parser, output, overwrite):
+    """Exits with one line (status 2) unless the command may write the `.keras` file `output`.
+
+    It must end with `.keras`, be new (or `overwrite` given), sit in an existing
+    folder and be writable: checked before any backend loads, so that a long
+    import or conversion never fails at its last step.
+
+    Args:
+        parser: the command's `OneLineErrorParser`.
+        output: str, the `--output` path.
+        overwrite: bool, `--overwrite`.
+    """
+    if not output.endswith(".keras"):
+        parser.error(f"--output must end with .keras. Received: {output}")
+    if os.path.exists(output) and not overwrite:
+        parser.fail(f"--output {output} exists; pass --overwrite to replace it")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        parser.fail(f"--output {output}: its folder does not exist")
+    try:
+        check_output_writable(output)
+    except PermissionError as error:
+        parser.fail(error)
+
+
+def check_input_files(parser, named_paths):
+    """Exits with one line (status 2) for the first given path that is not a file.
+
+    Args:
+        parser: the command's `OneLineErrorParser`.
+        named_paths: `(flag, path)` pairs; a None path (flag not given) is skipped.
+    """
+    for flag, path in named_paths:
+        if path is not None and not os.path.isfile(path):
+            parser.fail(f"{flag} {path}: no such file")
