@@ -181,3 +181,15 @@ def test_constraints_need_beam_search(model):
     translator = Translator(model, Tokens(), search="greedy")
     with pytest.raises(ValueError, match="Constraints need beam search"):
         translator.translate(["5 9"], verbose=0, constraints=[["5"]])
+
+
+def test_a_model_ensembled_with_itself_meets_the_phrases_as_it_does_alone(model, sources):
+    from keras_transformer.decoding import Ensemble
+
+    phrases = padded_phrases([[[9, 5]], [], [[11], [4, 4]], [[6]]], len(sources))
+    no_prefix = padded_prefixes([], len(sources))
+    settings = {"beam_size": 3, "num_results": 2, "max_extra_length": 6}
+    alone = [to_numpy(x) for x in constrained(model, **settings)(sources, no_prefix, phrases)]
+    together = constrained(Ensemble([model, model]), **settings)(sources, no_prefix, phrases)
+    np.testing.assert_array_equal(to_numpy(together[0]), alone[0])
+    np.testing.assert_allclose(to_numpy(together[1]), alone[1], atol=1e-4)

@@ -137,3 +137,31 @@ def test_translate_reads_prefixes_and_constraints_per_line(saved_model, capsys):
     found = sum(p in t for phrases, t in zip(constraints, expected, strict=True) for p in phrases)
     assert f"Constraints: {found} of 4 phrases ({25 * found:.1f}%) appear in the output." in err
     assert found == 3  # the blank line's phrase cannot appear
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (3, "the input has 3 lines, fewer than the 4 of --target-prefix"),
+        (5, "the input has more lines than the 4 of --target-prefix"),
+    ],
+)
+def test_a_piped_input_of_another_line_count_exits_2(saved_model, monkeypatch, capsys, lines,
+                                                     message):  # fmt: skip
+    import io
+    import types
+
+    from keras_transformer.commands.translate import main
+
+    folder, _, _, sentences = saved_model
+    (folder / "four.de").write_text("Die\n\n\nZwei\n", encoding="utf-8")
+    text = "".join(f"{s}\n" for s in (sentences * 2)[:lines]).encode()
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(text)))
+    output = folder / "piped.de"
+    output.write_text("kept\n", encoding="utf-8")
+    arguments = ["--model", str(folder / "model.keras"), "--target-prefix", str(folder / "four.de")]
+    status = main([*arguments, "--max-extra-length", "2", "--output", str(output)])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and message in err and "left as it was" in err, err
+    assert output.read_text(encoding="utf-8") == "kept\n"
