@@ -147,10 +147,12 @@ class TokenEmbedding(keras.layers.Layer):
             logits = kernel_matmul(inputs, kernel, transpose_kernel=True)
             return ops.cast(logits, "float32")
         ids = ops.cast(inputs, "int32")
-        embedded = ops.cast(backend.gather_rows(self.embeddings, ids), self.compute_dtype)
-        if is_int8(self):
+        if is_int8(self):  # no gradient to shape: a plain gather of int8 rows and their scales
+            embedded = ops.cast(ops.take(self.embeddings, ids, axis=0), self.compute_dtype)
             scale = ops.take(self.embeddings_scale, ids, axis=0)[..., None]
             embedded = embedded / ops.cast(scale, self.compute_dtype)
+        else:
+            embedded = ops.cast(backend.gather_rows(self.embeddings, ids), self.compute_dtype)
         if self.scale:
             embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)
         return embedded
