@@ -6,12 +6,14 @@ their dtypes; its translations, model file and SavedModel against the in-memory 
 """
 
 import os
+import subprocess
+import sys
 import zipfile
 
 import keras
 import numpy as np
 import pytest
-from conftest import small_config, to_numpy
+from conftest import BACKEND_INDEPENDENT, small_config, to_numpy
 
 from keras_transformer import Seq2SeqTransformer, TransformerConfig
 from keras_transformer.cli import main
@@ -26,6 +28,7 @@ from keras_transformer.synthetic import generate_synthetic_pairs
 from keras_transformer.text import train_vocabulary
 
 VOCABULARY_SIZE = 160
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def copy_of(model):
@@ -180,3 +183,29 @@ def test_saved_model_serves_the_int8_translations(trained, quantized, tmp_path):
     else:  # another backend's float rounding may move an int8 activation by one step
         same = sum(a == b for a, b in zip(served, expected, strict=True))
         assert same >= 0.9 * len(sentences)
+
+
+@BACKEND_INDEPENDENT
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["translate", "--quantize", "int4", "--model", "{model}"], "invalid choice: 'int4'"),
+        (["export", "--format", "ctranslate2", "--quantize", "int8", "--model", "{model}",
+          "--output", "{out}"], "--quantize goes with --format saved_model or keras"),
+        (["export", "--format", "keras", "--quantize", "int8", "--model", "{model}",
+          "--output", "{out}"], "--format keras writes a .keras file"),
+    ],
+)  # fmt: skip
+def test_bad_quantize_flags_are_one_line_before_keras_loads(trained, tmp_path, argv, message):
+    model, tokenizer, _ = trained
+    path = save_translation_model(model, tokenizer, str(tmp_path / "model.keras"))
+    argv = [a.format(model=path, out=tmp_path / "out") for a in argv]
+    # Keras made unimportable: an error after it loads would be a traceback, not exit 2.
+    code = "import sys; sys.modules['keras'] = None; from keras_transformer.cli import main; "
+    code += "sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    process = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                             text=True, env=env, timeout=300)  # fmt: skip
+    assert process.returncode == 2 and process.stdout == "", process.stderr
+    assert len(process.stderr.splitlines()) == 1 and message in process.stderr
+    assert not (tmp_path / "out").exists()
