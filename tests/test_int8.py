@@ -115,11 +115,19 @@ def test_quantized_logits_stay_close_to_float32_and_weights_are_int8():
     assert floats < 0.15 * model.count_params()  # scales, biases, layer normalization
 
 
-def test_quantize_refuses_what_it_cannot_quantize(tiny_config):
+def test_quantize_refuses_what_it_cannot_quantize(tiny_config, monkeypatch):
+    from keras_transformer.models import quantization
+
     model = Seq2SeqTransformer(tiny_config)
     model.build()
     with pytest.raises(ValueError, match="must be one of"):
         quantize_model(model, "int4")
+    # A layer with weights that is neither quantized nor known to stay float is named.
+    monkeypatch.setattr(quantization, "FLOAT_LAYERS", ())
+    with pytest.raises(ValueError, match=r"_norm: a LayerNormalization cannot be quantized"):
+        quantize_model(model, "int8")
+    monkeypatch.undo()
+    assert quantization_mode(model) is None  # refused before anything changed
     model.encoder_blocks[0].self_attention.query_dense.enable_lora(2)
     with pytest.raises(ValueError, match="LoRA factors are not merged"):
         quantize_model(model, "int8")
