@@ -354,6 +354,12 @@ def input_path_cases(made, tmp_path):
         ("translate", "--model"): ["--model", "{absent}", "--input", sentences, *to_out],
         ("translate", "--run-dir"): ["--run-dir", "{absent}", "--input", sentences, *to_out],
         ("translate", "--input"): ["--model", model, "--input", "{absent}", *to_out],
+        ("translate", "--target-prefix"): [
+            *("--model", model, "--input", sentences, "--target-prefix", "{absent}", *to_out)
+        ],
+        ("translate", "--constraints"): [
+            *("--model", model, "--input", sentences, "--constraints", "{absent}", *to_out)
+        ],
         ("evaluate", "--hypotheses"): ["--hypotheses", "{absent}", "--references", test_de],
         ("evaluate", "--run-dir"): ["--run-dir", "{absent}"],
         ("evaluate", "--references"): ["--hypotheses", test_de, "--references", "{absent}"],
