@@ -91,7 +91,7 @@ def test_every_config_field_is_in_the_reference_with_type_default_and_help():
             if field.default is not dataclasses.MISSING:
                 assert default == repr(field.default), f"{name}.{field.name}"
     transformer = found["TransformerConfig"]
-    assert len(transformer) == len(dataclasses.fields(TransformerConfig)) == 26
+    assert len(transformer) == len(dataclasses.fields(TransformerConfig)) == 27
     assert transformer["key_dim"][:2] == ("int | None", "None")
     assert transformer["vocabulary_size"][1] == "(required)"
     assert transformer["num_layers"][:2] == ("int", "6")

@@ -317,8 +317,11 @@ def test_command_and_load_translator_give_the_import(cases, tmp_path, capsys):
     source = _padded([[int(i) for i in ids] for ids in tokenizer(TEXTS)])
     target = [[BOS, 5, 9], [BOS, 8, 8]]
     np.testing.assert_allclose(_logits(loaded, source, target), _logits(model, source, target))
-    settings = {"search": "greedy", "max_extra_length": 3, "add_source_eos": False}
-    expected = Translator(model, tokenizer, **settings).translate(TEXTS)
+    settings = {"search": "greedy", "max_extra_length": 3}
+    expected = Translator(model, tokenizer, **settings, add_source_eos=False).translate(TEXTS)
+    # OpenNMT-py's sources carry no end id: the imported model says so, and translation follows.
+    assert loaded.config.source_eos is False
+    assert Translator(loaded, tokenizer, **settings).add_source_eos is False
     for name in (folder, folder / "model.pt"):  # a folder or a checkpoint, recognized
         assert kt.load_translator(name, **settings).translate(TEXTS) == expected, name
 
@@ -458,3 +461,17 @@ def test_the_registry_makes_the_import_commands_and_the_source_kinds():
         assert all(hasattr(module, part) for part in (*parts, "translation_model")), module
         assert callable(importlib.import_module(FORMAT_COMMANDS[module.NAME]).main)
     assert formats()[-1].NAME == "fairseq"  # it takes any .pt: asked last
+
+
+@BACKEND_INDEPENDENT
+def test_the_ctranslate2_export_gives_sources_no_end_id(cases, tmp_path):
+    import json
+
+    from keras_transformer.export.ctranslate2_export import export_ctranslate2
+
+    model, tokenizer, *_ = cases[next(iter(CASES))]
+    assert model.config.source_eos is False  # the importer's setting
+    path = export_ctranslate2(model, tokenizer, tmp_path / "ct2")
+    with open(f"{path}/config.json", encoding="utf-8") as file:
+        config = json.load(file)
+    assert config["add_source_eos"] is False and config["add_source_bos"] is False

@@ -37,7 +37,7 @@ class Ensemble:
             raise ValueError(f"An ensemble needs two models or more. Received: {len(models)}")
         first = models[0].config
         for index, model in enumerate(models[1:], start=1):
-            for name in ("vocabulary_size", "source_vocabulary_size", "pad_id"):
+            for name in ("vocabulary_size", "source_vocabulary_size", "pad_id", "source_eos"):
                 if getattr(model.config, name) != getattr(first, name):
                     raise ValueError(
                         f"The ensemble's models differ in {name}: model 0 has "

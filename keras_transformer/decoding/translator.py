@@ -63,8 +63,9 @@ class Translator:
             strategy: "beam" (paper 6.1), "greedy" (e.g. for a cheaper
             validation BLEU while training) or "sampling" (`num_results`
             samples per sentence, most probable first).
-        add_source_eos: bool. Append EOS to sources, as the input pipeline
-            does in training.
+        add_source_eos: bool or None. Append EOS to sources, as the input
+            pipeline does in training; None (default): as the model was
+            trained, `model.config.source_eos`.
         drop_settled: bool or None. Beam search only: whether sources that
             have settled leave the decoding loop (see `build_beam_search`);
             `None` where the backend allows it.
@@ -90,7 +91,7 @@ class Translator:
         tokenizer,
         decoding=None,
         *,
-        add_source_eos=True,
+        add_source_eos=None,
         drop_settled=None,
         **settings,
     ):
@@ -103,6 +104,8 @@ class Translator:
         self.model = model
         self.tokenizer = tokenizer
         self.decoding = decoding
+        if add_source_eos is None:
+            add_source_eos = model.config.source_eos  # as the model was trained
         self.add_source_eos = add_source_eos
         self.pad_id = model.config.pad_id
         self.eos_id = tokenizer.eos_id

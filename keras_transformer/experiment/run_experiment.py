@@ -16,7 +16,11 @@ from keras_transformer.experiment import run_phases as phases
 from keras_transformer.experiment.experiment_result import ExperimentResult
 from keras_transformer.experiment.inputs import input_checks
 from keras_transformer.experiment.inputs.extra_pairs import training_files
-from keras_transformer.experiment.inputs.init_from import check_init_tokenizer, initial_model
+from keras_transformer.experiment.inputs.init_from import (
+    check_init_tokenizer,
+    initial_model,
+    run_source_eos,
+)
 from keras_transformer.experiment.inputs.output_dir_lock import OutputDirLock
 from keras_transformer.experiment.inputs.run_config_file import (
     check_resumed_settings,
@@ -74,7 +78,11 @@ def run_experiment(config, command_line=None):
     # Processes of one run may share --output-dir: each writes everything (all of them
     # need their checkpoints to resume), so all but the first write in a subfolder.
     run = RunDirectory(os.path.abspath(config.output_dir)).member(distribution.member_folder)
-    pipeline = config.pipeline_config(num_replicas=distribution.replicas, **distribution.processes)
+    pipeline = config.pipeline_config(
+        num_replicas=distribution.replicas,
+        add_source_eos=run_source_eos(config.model),
+        **distribution.processes,
+    )
     # The training files' sizes and SHA-256: a resume on changed data is refused.
     data_files = training_files(config.extra_data, splits.train if splits is not None else None)
     settings = run_settings(config, pipeline, command_line, data_files=data_files)

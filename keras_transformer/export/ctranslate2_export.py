@@ -164,7 +164,7 @@ def _build_spec(ctranslate2, model, tokenizer):
     # Marian model's BOS is its padding piece).
     config.decoder_start_token = target_pieces[tokenizer.bos_id]
     config.add_source_bos = False
-    config.add_source_eos = True
+    config.add_source_eos = c.source_eos
     return spec
 
 

@@ -84,6 +84,7 @@ class TranslationModule(tf.Module):
         config = model.config
         self._pad_id = config.pad_id
         self._eos_id = tokenizer.eos_id
+        self._source_eos = config.source_eos
         self._source_vocabulary_size = config.source_vocabulary_size or config.vocabulary_size
         self._max_source_length = decoding.kept_source_length(config)
         # The state the graphs read, tracked for saving: the model's weights and
@@ -156,8 +157,10 @@ class TranslationModule(tf.Module):
 
     def _decode(self, pieces, blank):
         """Ragged source pieces -> (ragged output ids without EOS, scores, truncated)."""
-        eos = tf.fill(tf.stack([pieces.nrows(), 1]), tf.constant(self._eos_id, tf.int32))
-        source = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        source = pieces
+        if self._source_eos:  # as the model was trained (`TransformerConfig.source_eos`)
+            eos = tf.fill(tf.stack([pieces.nrows(), 1]), tf.constant(self._eos_id, tf.int32))
+            source = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
         truncated = tf.logical_and(
             source.row_lengths() > self._max_source_length, tf.logical_not(blank)
         )

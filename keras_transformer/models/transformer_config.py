@@ -106,6 +106,12 @@ class TransformerConfig(DataclassConfig):
         1e-6, "LayerNorm epsilon; the paper gives none, tensor2tensor used 1e-6."
     )
     pad_id: int = setting(0, "Token id of padding: masked in attention, excluded from the loss.")
+    source_eos: bool = setting(
+        True,
+        "Sources end with the EOS id, as the model was trained (the paper's pipeline, fairseq, "
+        "Marian); False for models trained without it (OpenNMT-py). Translation, the "
+        "SavedModel and the CTranslate2 export follow it.",
+    )
     source_vocabulary_size: int | None = setting(
         None, "Source vocabulary size when embeddings are not shared; None means vocabulary_size."
     )

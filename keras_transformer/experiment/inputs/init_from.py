@@ -98,6 +98,16 @@ def run_model_config(model):
     return dataclasses.replace(read_init_config(model.init_from), **changes)
 
 
+def run_source_eos(model):
+    """Whether the run's sources end with EOS: as the `--init-from` model was trained
+    (`TransformerConfig.source_eos`; an OpenNMT-py import's have none), else True.
+
+    Args:
+        model: the run's `ModelSettings`.
+    """
+    return run_model_config(model).source_eos if model.init_from is not None else True
+
+
 def init_settings(path):
     """What `config.json` records of the `--init-from` file: its path and SHA-256.
 

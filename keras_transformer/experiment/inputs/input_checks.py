@@ -20,7 +20,11 @@ from keras_transformer.experiment.inputs.extra_pairs import (
     check_vocabulary_tag,
     training_files,
 )
-from keras_transformer.experiment.inputs.init_from import check_vocabulary_file, run_model_config
+from keras_transformer.experiment.inputs.init_from import (
+    check_vocabulary_file,
+    run_model_config,
+    run_source_eos,
+)
 from keras_transformer.experiment.inputs.output_dir_lock import check_output_dir_free
 from keras_transformer.experiment.inputs.run_config_file import (
     check_resumed_settings,
@@ -230,6 +234,7 @@ def check_before_training(config, command_line=None, output_dir=True):
     check_output_dir_free(run)
     if os.path.exists(run.config_path):
         data_files = training_files(config.extra_data, splits.train if splits is not None else None)
-        settings = run_settings(config, config.pipeline_config(), command_line, data_files)
+        pipeline = config.pipeline_config(add_source_eos=run_source_eos(config.model))
+        settings = run_settings(config, pipeline, command_line, data_files)
         check_resumed_settings(settings, run)
     return splits

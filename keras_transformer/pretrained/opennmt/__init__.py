@@ -298,7 +298,8 @@ def import_opennmt(checkpoint_path, output_path, *, src_subword_model=None, tgt_
     runs, and OpenNMT-py is not needed. The model computes OpenNMT-py's
     logits: pre-LN blocks with final LayerNorms, its sinusoid, embeddings
     scaled by sqrt(d_model), the generator's bias. OpenNMT-py adds no `</s>`
-    to sources: `load_translator(..., add_source_eos=False)` translates so.
+    to sources: the model's `source_eos` is False, which translation and the
+    exports follow.
 
     Args:
         checkpoint_path: str or path-like, the `.pt` file.

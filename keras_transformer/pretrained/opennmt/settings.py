@@ -189,6 +189,7 @@ def transformer_config(settings, shapes, vocabulary_size, pad_id, path):
             scale_embeddings=True,
             position_offset=0,
             pad_id=pad_id,
+            source_eos=False,  # OpenNMT-py's sources carry no end id
             **POSITIONS[s["position_encoding_type"]],
         )
     except (KeyError, TypeError, ValueError) as error:
