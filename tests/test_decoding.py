@@ -341,7 +341,7 @@ def test_paired_beam_steps_return_what_single_steps_return(
     A stage of odd length (here 5, then 10 from step 5) is not paired: its second
     step could run past the stage's buffer while the search goes on.
     """
-    monkeypatch.setattr(backend, "PAIRED_STEPS_MIN_BYTES", 0)  # pair over any cache
+    monkeypatch.setattr(backend.decoding, "PAIRED_STEPS_MIN_BYTES", 0)  # pair over any cache
     monkeypatch.setattr(search_steps, "FIRST_CACHE_STAGE", first_stage)
     paired_stages = []
     decide = backend.paired_beam_steps
