@@ -31,14 +31,6 @@ VOCABULARY_SIZE = 160
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def copy_of(model):
-    """A float model with `model`'s weights, built apart."""
-    copy = Seq2SeqTransformer.from_config(model.get_config())
-    copy.build()
-    copy.set_weights(model.get_weights())
-    return copy
-
-
 @pytest.fixture(scope="module")
 def trained():
     """A one-layer model trained a few steps to copy sentences, its tokenizer, sentences."""
@@ -63,9 +55,12 @@ def trained():
 def quantized(trained):
     """The trained model quantized (a copy), and its translations of the sentences."""
     model, tokenizer, sentences = trained
-    int8_model = copy_of(model)
-    translator = Translator(int8_model, tokenizer, max_extra_length=8, quantize="int8")
-    return int8_model, translator.translate(sentences, verbose=0)
+    float_weights = [w.copy() for w in model.get_weights()]
+    translator = Translator(model, tokenizer, max_extra_length=8, quantize="int8")
+    assert quantization_mode(model) is None  # the translator quantized a copy
+    weights = zip(model.get_weights(), float_weights, strict=True)
+    assert all(np.array_equal(a, b) for a, b in weights)
+    return translator.model, translator.translate(sentences, verbose=0)
 
 
 def test_int8_matmul_equals_integer_arithmetic():
@@ -179,8 +174,9 @@ def test_saved_model_serves_the_int8_translations(trained, quantized, tmp_path):
 
     model, tokenizer, sentences = trained
     path = export_saved_model(
-        copy_of(model), tokenizer, tmp_path / "int8" / "1", max_extra_length=8, quantize="int8"
+        model, tokenizer, tmp_path / "int8" / "1", max_extra_length=8, quantize="int8"
     )
+    assert quantization_mode(model) is None  # the export quantized a copy
     loaded = tf.saved_model.load(path)
     assert "int8" in {variable.dtype.name for variable in loaded.model_variables}
     outputs = loaded.signatures["serving_default"](sentences=tf.constant(sentences))

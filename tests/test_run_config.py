@@ -326,3 +326,22 @@ def test_the_run_directory_reads_the_data_settings_of_either_form(tmp_path):
     nested = RunDirectory(str(tmp_path / "nested")).data_settings()
     assert (flat["target_language"], flat["vocabulary_lowercase"]) == ("fr", False)
     assert (nested["target_language"], nested["vocabulary_lowercase"]) == ("fr", True)
+
+
+@pytest.mark.parametrize(
+    "search, recorded, not_recorded",
+    [
+        ("beam", {"beam_size", "alpha", "length_penalty_rule"}, {"temperature", "top_k"}),
+        ("constrained", {"beam_size", "alpha", "length_penalty_rule"}, {"temperature", "top_p"}),
+        ("greedy", {"max_extra_length"}, {"beam_size", "alpha", "temperature"}),
+        ("sampling", {"temperature", "top_k", "top_p", "sampling_seed"}, {"beam_size", "alpha"}),
+    ],
+)
+def test_a_saved_model_records_the_settings_its_search_reads(search, recorded, not_recorded):
+    # Constrained search is a beam search: its SavedModel must say which beam and penalty.
+    served = DecodingConfig(search=search, beam_size=5, alpha=1.0).served_settings()
+    assert served["search"] == search
+    assert recorded <= set(served), sorted(served)
+    assert not (not_recorded & set(served)), sorted(served)
+    if "beam_size" in recorded:
+        assert (served["beam_size"], served["alpha"]) == (5, 1.0)

@@ -16,6 +16,9 @@ from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 # `length_penalty` of Hugging Face transformers and fairseq (alpha 1: the mean log-prob).
 LENGTH_PENALTY_RULES = ("gnmt", "average")
 
+# The strategies that keep beams: they read beam_size, alpha and the length penalty rule.
+BEAM_STRATEGIES = ("beam", "constrained")
+
 # The registry of decoding strategies, `DecodingConfig.search`'s choices: one line each.
 SEARCH_STRATEGIES = {
     "beam": SearchStrategy("beam_search", max_results="beam_size"),
@@ -41,8 +44,8 @@ def decoding_setting(default, help, **metadata):
     """A `DecodingConfig` field (`setting`); the metadata keys the package reads are:
 
     `served`: the SavedModel decodes with it, fixed at export and written to
-    its settings file; `strategy`: only that search reads it (a SavedModel of
-    another strategy does not record it); `training_run`: False where a
+    its settings file; `strategies`: only those searches read it (a SavedModel
+    of another strategy does not record it); `training_run`: False where a
     training run has no such flag; range and choices as `check_settings`
     reads them. Every decoding setting may change when a run resumes: none
     shapes the trained state.
@@ -81,10 +84,14 @@ class DecodingConfig(DataclassConfig):
         training_run=False,
     )
     beam_size: int = decoding_setting(
-        4, "Beam width (6.1: 4).", metavar="N", minimum=1, served=True, strategy="beam"
+        4, "Beam width (6.1: 4).", metavar="N", minimum=1, served=True, strategies=BEAM_STRATEGIES
     )
     alpha: float = decoding_setting(
-        0.6, "Length penalty exponent (6.1: 0.6).", minimum=0, served=True, strategy="beam"
+        0.6,
+        "Length penalty exponent (6.1: 0.6).",
+        minimum=0,
+        served=True,
+        strategies=BEAM_STRATEGIES,
     )
     length_penalty_rule: str = decoding_setting(
         "gnmt",
@@ -92,7 +99,7 @@ class DecodingConfig(DataclassConfig):
         "alpha) or average (log-prob / length ** alpha, transformers' length_penalty).",
         choices=LENGTH_PENALTY_RULES,
         served=True,
-        strategy="beam",
+        strategies=BEAM_STRATEGIES,
     )
     max_extra_length: int = decoding_setting(
         50,
@@ -139,7 +146,7 @@ class DecodingConfig(DataclassConfig):
         metavar="T",
         above=0,
         served=True,
-        strategy="sampling",
+        strategies=("sampling",),
         training_run=False,
     )
     top_k: int = decoding_setting(
@@ -148,7 +155,7 @@ class DecodingConfig(DataclassConfig):
         metavar="K",
         minimum=0,
         served=True,
-        strategy="sampling",
+        strategies=("sampling",),
         training_run=False,
     )
     top_p: float = decoding_setting(
@@ -159,7 +166,7 @@ class DecodingConfig(DataclassConfig):
         above=0,
         maximum=1,
         served=True,
-        strategy="sampling",
+        strategies=("sampling",),
         training_run=False,
     )
     sampling_seed: int = decoding_setting(
@@ -171,7 +178,7 @@ class DecodingConfig(DataclassConfig):
         minimum=0,
         maximum=2**32 - 1,
         served=True,
-        strategy="sampling",
+        strategies=("sampling",),
         training_run=False,
     )
     quantize: str | None = decoding_setting(
@@ -205,7 +212,7 @@ class DecodingConfig(DataclassConfig):
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
             if field.metadata.get("served")
-            and field.metadata.get("strategy", self.search) == self.search
+            and self.search in field.metadata.get("strategies", (self.search,))
         }
 
     @classmethod

@@ -15,7 +15,7 @@ from keras_transformer.decoding.target_inputs import (
     tokenized_phrases,
     tokenized_targets,
 )
-from keras_transformer.models.quantization import quantize_model
+from keras_transformer.models.quantization import quantized_copy
 from keras_transformer.utils.count_progress import CountProgress
 from keras_transformer.utils.map_in_order import map_in_order
 
@@ -72,8 +72,8 @@ class Translator:
         **settings: single `DecodingConfig` fields (e.g. `beam_size=5`),
             applied over `decoding`, e.g. `search="greedy"`.
 
-    With `quantize="int8"` the model's weight matrices are quantized to
-    int8 in place (`quantize_model`) before the search is built.
+    With `quantize="int8"` the translator decodes a copy of the model whose
+    weight matrices are int8 (`quantized_copy`); the model given stays float.
 
     Example:
 
@@ -98,9 +98,11 @@ class Translator:
         decoding = DecodingConfig.from_settings(decoding, **settings)
         if isinstance(model, list | tuple):
             model = model[0] if len(model) == 1 else Ensemble(model)
-        if decoding.quantize is not None:
-            for member in getattr(model, "models", [model]):
-                quantize_model(member, decoding.quantize)  # in place
+        if decoding.quantize is not None:  # on copies: the caller's models stay float
+            copies = [
+                quantized_copy(m, decoding.quantize) for m in getattr(model, "models", [model])
+            ]
+            model = copies[0] if len(copies) == 1 else Ensemble(copies)
         self.model = model
         self.tokenizer = tokenizer
         self.decoding = decoding

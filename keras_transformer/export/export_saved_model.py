@@ -20,7 +20,7 @@ from keras_transformer.export.translation_module import (
     TEXT_SIGNATURE,
     TranslationModule,
 )
-from keras_transformer.models.quantization import quantize_model
+from keras_transformer.models.quantization import quantized_copy
 from keras_transformer.utils.dataclass_config import field_types
 from keras_transformer.utils.run_directory import MODEL_FILE
 from keras_transformer.version import __version__
@@ -184,9 +184,9 @@ def export_saved_model(
             one translation per sentence (`num_results` 1) and splits a
             request into sub-batches of at most `batch_tokens` source ids
             (`batch_size` does not apply).
-            With `quantize="int8"` the model's weight matrices are quantized
-            to int8 in place (`quantize_model`) and the graph decodes with
-            int8 variables and matmuls.
+            With `quantize="int8"` a copy of the model with int8 weight
+            matrices is exported (`quantized_copy`; `model` stays float),
+            and the graph decodes with int8 variables and matmuls.
         overwrite: bool. Replace an existing `path`.
         **settings: single `DecodingConfig` fields (e.g. `beam_size=5`),
             applied over `decoding`.
@@ -211,7 +211,7 @@ def export_saved_model(
     if not model.built:
         model.build()
     if decoding.get("quantize") is not None:
-        quantize_model(model, decoding["quantize"])  # in place, as `Translator` does
+        model = quantized_copy(model, decoding["quantize"])  # the caller's model stays float
     parent, name = os.path.split(path)
     temporary = os.path.join(parent, f".{name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     try:

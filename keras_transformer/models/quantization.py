@@ -1,4 +1,8 @@
-"""`quantize_model`: a model's matrices as int8 for decoding, through Keras' `model.quantize`."""
+"""`quantize_model`: a model's matrices as int8 for decoding, through Keras' `model.quantize`.
+
+`quantized_copy` leaves the caller's model float: `Translator` and `export_saved_model`
+quantize a copy of the model they are given.
+"""
 
 import warnings
 
@@ -78,6 +82,43 @@ def quantize_model(model, mode="int8"):
         reason = reasons[0].split("\n")[0] if reasons else ""
         raise ValueError(f"{left[0].path}: could not be quantized to {mode}. {reason}".strip())
     return model
+
+
+def quantized_copy(model, mode="int8"):
+    """A copy of `model` quantized to `mode` (`quantize_model`); `model` stays as it is.
+
+    The copy holds its own weights (the float weights are copied, then
+    quantized), so a caller who goes on using `model` for training or float
+    decoding keeps float weights. A model already quantized to `mode` is
+    returned as it is.
+
+    Args:
+        model: a `Seq2SeqTransformer` (built or not).
+        mode: "int8".
+
+    Returns:
+        A `Seq2SeqTransformer` with `mode` weights.
+
+    Raises:
+        ValueError: as `quantize_model`, before anything is copied.
+
+    Example:
+
+    >>> int8_model = quantized_copy(model, "int8")
+    >>> quantization_mode(model), quantization_mode(int8_model)
+    (None, 'int8')
+    """
+    if mode not in QUANTIZE_MODES:
+        raise ValueError(f"`mode` must be one of {QUANTIZE_MODES}. Received: {mode!r}")
+    if not model.built:
+        model.build()
+    if quantization_mode(model) == mode:
+        return model
+    _checked_targets(model)  # refuses before the copy, naming the caller's layer
+    copy = type(model).from_config(model.get_config())
+    copy.build()
+    copy.set_weights(model.get_weights())
+    return quantize_model(copy, mode)
 
 
 def _checked_targets(model):
