@@ -109,7 +109,7 @@ def parse_args():
         "--int8",
         action="store_true",
         help="With --compare-ctranslate2 (quickstart, base): also time ours with int8 weights "
-        "(quantize_model, Keras' int8 layers) made from the same float32 weights.",
+        "(quantized_copy, Keras' int8 layers) made from the same float32 weights.",
     )
     parser.add_argument("--batch-size", type=int, default=32, help="Sentences per batch.")
     return parser.parse_args()
@@ -279,6 +279,7 @@ def compare_workload(args, name, alpha, ctranslate2):
     from keras_transformer.decoding import build_beam_search
     from keras_transformer.decoding.translator import to_token_lists
     from keras_transformer.export import export_ctranslate2
+    from keras_transformer.models.quantization import quantized_copy
     from keras_transformer.utils.map_in_order import map_in_order
 
     sizes, vocabulary_size, num_sentences, output_tokens = WORKLOADS[name]
@@ -328,7 +329,7 @@ def compare_workload(args, name, alpha, ctranslate2):
         decoders["ours, single beam steps"] = ours_without(["paired_beam_steps"], single_steps)
     int8_outputs = {}
     if args.int8:
-        decoders["ours int8"] = ours_without((), int8_outputs, int8_copy(model))
+        decoders["ours int8"] = ours_without((), int8_outputs, quantized_copy(model, "int8"))
     processor = spm.SentencePieceProcessor(model_proto=tokenizer.proto)
     piece_batches = [
         [[processor.id_to_piece(int(i)) for i in row[:-1]] for row in ids] for ids, _ in batches
@@ -387,17 +388,6 @@ def compare_workload(args, name, alpha, ctranslate2):
         print("  ours, single and paired beam steps: the same tokens")
     if int8_outputs:
         report_int8(timings, ours, int8_outputs)
-
-
-def int8_copy(model):
-    """A copy of `model` with its weights quantized to int8 (`quantize_model`)."""
-    from keras_transformer import Seq2SeqTransformer
-    from keras_transformer.models.quantization import quantize_model
-
-    copy = Seq2SeqTransformer.from_config(model.get_config())
-    copy.build()
-    copy.set_weights(model.get_weights())
-    return quantize_model(copy, "int8")
 
 
 def report_int8(timings, ours, int8_outputs):
