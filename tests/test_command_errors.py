@@ -355,3 +355,37 @@ def test_a_backend_not_installed_is_one_line_naming_its_extra(backend, tmp_path)
         "one (tensorflow is always installed)"
     ]
     assert not output.exists()
+
+
+def test_an_import_writes_one_line_and_tells_user_errors_from_failures(capsys):
+    import errno
+
+    from keras_transformer.utils.command_line import OneLineErrorParser, write_model_file
+
+    parser = OneLineErrorParser(prog="keras-transformer import demo")
+
+    def chatty():
+        print("a message of the importer")
+
+    assert write_model_file(parser, chatty, "m.keras") == 0
+    out, err = capsys.readouterr()
+    assert out == ""  # stdout carries no data, even what the importer prints
+    assert err.splitlines() == [
+        "a message of the importer",
+        "keras-transformer import demo: wrote m.keras",
+    ]
+
+    def refused():
+        raise ValueError("the model uses relative positions\nwhich are not supported")
+
+    with pytest.raises(SystemExit) as exited:
+        write_model_file(parser, refused, "m.keras")
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+    def disk_full():
+        raise OSError(errno.ENOSPC, "No space left on device", "m.keras")
+
+    assert write_model_file(parser, disk_full, "m.keras") == 1  # not the user's input
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "m.keras" in err

@@ -1,7 +1,6 @@
 """`keras-transformer import fairseq CHECKPOINT --dictionary-dir DIR --output FILE.keras`."""
 
 import argparse
-import contextlib
 import dataclasses
 import os
 import sys
@@ -12,7 +11,7 @@ from keras_transformer.utils.command_line import (
     add_verbose_flag,
     check_input_files,
     check_keras_output,
-    one_line,
+    write_model_file,
 )
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
@@ -120,22 +119,17 @@ def main(argv=None, prog=PROG):
         parser.error("--tokenizer moses cannot be combined with --sentencepiece-model")
     from keras_transformer.pretrained.fairseq import import_fairseq
 
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout carries no data here
-            import_fairseq(
-                options.checkpoint,
-                options.dictionary_dir,
-                options.output,
-                source_lang=options.source_lang,
-                target_lang=options.target_lang,
-                bpe_codes=options.bpe_codes,
-                sentencepiece_model=options.sentencepiece_model,
-                moses=moses,
-            )
-    except (ValueError, ImportError, FileNotFoundError, IsADirectoryError) as error:
-        parser.fail(error)
-    except OSError as error:
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return 1
-    print(f"{prog}: wrote {options.output}", file=sys.stderr)
-    return 0
+    return write_model_file(
+        parser,
+        lambda: import_fairseq(
+            options.checkpoint,
+            options.dictionary_dir,
+            options.output,
+            source_lang=options.source_lang,
+            target_lang=options.target_lang,
+            bpe_codes=options.bpe_codes,
+            sentencepiece_model=options.sentencepiece_model,
+            moses=moses,
+        ),
+        options.output,
+    )

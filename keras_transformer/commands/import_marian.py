@@ -8,6 +8,7 @@ from keras_transformer.utils.command_line import (
     OneLineErrorParser,
     add_verbose_flag,
     check_keras_output,
+    write_model_file,
 )
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
@@ -96,9 +97,6 @@ def main(argv=None, prog=PROG):
     # The backend loads here, once the arguments are checked.
     from keras_transformer.pretrained.marian import import_marian
 
-    try:
-        path = import_marian(directory, options.output)
-    except (OSError, ValueError, ImportError) as error:
-        parser.fail(error)
-    print(f"Wrote {path}", file=sys.stderr)  # a message, not data: stdout stays empty
-    return 0
+    return write_model_file(
+        parser, lambda: import_marian(directory, options.output), options.output
+    )

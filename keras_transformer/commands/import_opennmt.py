@@ -1,7 +1,6 @@
 """`keras-transformer import opennmt CHECKPOINT.pt --output MODEL.keras`: an OpenNMT-py model."""
 
 import argparse
-import contextlib
 import dataclasses
 import sys
 import zipfile
@@ -11,7 +10,7 @@ from keras_transformer.utils.command_line import (
     add_verbose_flag,
     check_input_files,
     check_keras_output,
-    one_line,
+    write_model_file,
 )
 from keras_transformer.utils.config_arguments import add_config_arguments, parsed_config
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
@@ -88,18 +87,13 @@ def main(argv=None, prog=PROG):
     _check_paths(parser, options)
     from keras_transformer.pretrained.opennmt import import_opennmt
 
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout carries no data here
-            import_opennmt(
-                options.checkpoint,
-                options.output,
-                src_subword_model=options.src_subword_model,
-                tgt_subword_model=options.tgt_subword_model,
-            )
-    except (ValueError, ImportError, FileNotFoundError, IsADirectoryError) as error:
-        parser.fail(error)
-    except OSError as error:
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return 1
-    print(f"{prog}: wrote {options.output}", file=sys.stderr)
-    return 0
+    return write_model_file(
+        parser,
+        lambda: import_opennmt(
+            options.checkpoint,
+            options.output,
+            src_subword_model=options.src_subword_model,
+            tgt_subword_model=options.tgt_subword_model,
+        ),
+        options.output,
+    )

@@ -6,8 +6,10 @@ OSError a command raises on the user's input (through `OneLineErrorParser.fail`)
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import sys
 
 from keras_transformer.utils.config_arguments import add_config_arguments
 from keras_transformer.utils.same_file import check_output_writable
@@ -113,3 +115,32 @@ def check_input_files(parser, named_paths):
     for flag, path in named_paths:
         if path is not None and not os.path.isfile(path):
             parser.fail(f"{flag} {path}: no such file")
+
+
+def write_model_file(parser, write, output):
+    """Runs `write()`, which writes the model file `output`; returns the exit status.
+
+    The end of an `import FORMAT` command, once its arguments are checked.
+    What the importer prints goes to stderr (stdout carries no data). An
+    error the input caused (a refused model, a missing dependency or file)
+    is one line, status 2; another `OSError` (a full disk, a lost mount) is
+    one line, status 1. On success, one line names the file.
+
+    Args:
+        parser: the command's `OneLineErrorParser`.
+        write: a callable taking no arguments.
+        output: str, the file `write` writes.
+
+    Returns:
+        int, 0 or 1 (status 2 exits).
+    """
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            write()
+    except (ValueError, ImportError, FileNotFoundError, IsADirectoryError) as error:
+        parser.fail(error)
+    except OSError as error:
+        print(f"{parser.prog}: error: {one_line(error)}", file=sys.stderr)
+        return 1
+    print(f"{parser.prog}: wrote {output}", file=sys.stderr)
+    return 0
