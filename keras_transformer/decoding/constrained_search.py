@@ -29,6 +29,12 @@ from keras import ops
 from keras_transformer import backend
 from keras_transformer.decoding.beam_search import _gather_beams, length_penalty
 from keras_transformer.decoding.beam_stop_rule import beam_search_done
+from keras_transformer.decoding.constraint_banks import (
+    advance_constraints,
+    allocate_beams,
+    duplicate_candidates,
+    rank_in_bank,
+)
 from keras_transformer.decoding.decoding_config import DecodingConfig
 from keras_transformer.decoding.search_steps import (
     NEG_INF,
@@ -40,7 +46,6 @@ from keras_transformer.decoding.search_steps import (
     output_limits,
     start_decoding,
 )
-from keras_transformer.decoding.target_inputs import MAX_PHRASE_TOKENS, MAX_PHRASES
 
 # How much lower a finished hypothesis ranks per constraint token it misses.
 UNMET_PENALTY = 1.0e4
@@ -223,11 +228,12 @@ def _step(model, s, inputs, state):
     parents, tokens, offered = _candidates(k, vocab, totals, state, phrases)
     scores = ops.take_along_axis(totals, parents * vocab + tokens, axis=1)
     valid = ops.logical_and(offered, scores > NEG_INF / 2)
-    valid = ops.logical_and(valid, ops.logical_not(_duplicates(parents * vocab + tokens, valid)))
-    met, phrase, depth, bank = _advance(state, phrases, parents, tokens)
-    rank = _rank_in_bank(scores, bank, valid)
+    repeated = duplicate_candidates(parents * vocab + tokens, valid)
+    valid = ops.logical_and(valid, ops.logical_not(repeated))
+    met, phrase, depth, bank = advance_constraints(state, phrases, parents, tokens)
+    rank = rank_in_bank(scores, bank, valid)
     ends = tokens == s["eos_id"]
-    live = _allocate(k, scores, bank, rank, ops.logical_and(valid, ops.logical_not(ends)))
+    live = allocate_beams(k, scores, bank, rank, ops.logical_and(valid, ops.logical_not(ends)))
     live_scores = ops.where(live[1], ops.take_along_axis(scores, live[0], axis=1), NEG_INF)
     live_scores, order = ops.top_k(live_scores, k)  # best first, for the stop rule
     chosen = ops.take_along_axis(live[0], order, axis=1)
@@ -304,82 +310,6 @@ def _candidates(k, vocab, totals, state, phrases):
         axis=1,
     )
     return parents, tokens, offered
-
-
-def _duplicates(keys, valid):
-    """bool (sources, M): a valid earlier candidate has the same key (beam and token)."""
-    earlier = _earlier(keys)
-    same = ops.logical_and(keys[:, :, None] == keys[:, None, :], valid[:, None, :])
-    return ops.any(ops.logical_and(same, earlier), axis=-1)
-
-
-def _advance(state, phrases, parents, tokens):
-    """Each candidate's constraint progress after its token, and its bank.
-
-    A token that continues the parent's phrase in progress advances it (and
-    meets the phrase at its end); any other token abandons it and may start
-    (or, with a one-token phrase, meet) the first unmet phrase it begins.
-    """
-    met = ops.take_along_axis(state.met, parents[:, :, None], axis=1)  # (sources, M, phrases)
-    phrase = ops.take_along_axis(state.phrase, parents, axis=1)
-    depth = ops.take_along_axis(state.depth, parents, axis=1)
-    count, length = ops.shape(phrases.tokens)[1], ops.shape(phrases.tokens)[2]
-    current = ops.maximum(phrase, 0)
-    flat = ops.reshape(phrases.tokens, (-1, count * length))
-    following = ops.take_along_axis(flat, current * length + ops.minimum(depth, length - 1), 1)
-    current_length = ops.take_along_axis(phrases.lengths, current, axis=1)
-    continues = ops.logical_and(phrase >= 0, tokens == following)
-    completes = ops.logical_and(continues, depth + 1 == current_length)
-    starts = ops.logical_and(ops.logical_not(met), (phrases.lengths > 0)[:, None, :])
-    starts = ops.logical_and(starts, phrases.tokens[:, None, :, 0] == tokens[:, :, None])
-    starts = ops.logical_and(starts, ops.logical_not(continues)[:, :, None])
-    started = ops.cast(ops.argmax(ops.cast(starts, "int32"), axis=-1), "int32")
-    has_start = ops.any(starts, axis=-1)
-    start_completes = ops.logical_and(
-        has_start, ops.take_along_axis(phrases.lengths, started, axis=1) == 1
-    )
-    slots = ops.arange(count, dtype="int32")[None, None, :]
-    met = ops.logical_or(met, ops.logical_and(completes[:, :, None], slots == current[:, :, None]))
-    met = ops.logical_or(
-        met, ops.logical_and(start_completes[:, :, None], slots == started[:, :, None])
-    )
-    going_on = ops.logical_and(continues, ops.logical_not(completes))
-    opening = ops.logical_and(has_start, ops.logical_not(start_completes))
-    phrase = ops.where(going_on, phrase, ops.where(opening, started, -1))
-    depth = ops.where(going_on, depth + 1, ops.where(opening, 1, 0))
-    bank = ops.sum(ops.where(met, phrases.lengths[:, None, :], 0), axis=-1) + depth
-    return met, phrase, depth, bank
-
-
-def _earlier(candidates):
-    """bool (1, M, M): `[0, i, j]` is whether candidate j comes before candidate i."""
-    index = ops.arange(ops.shape(candidates)[1], dtype="int32")
-    return (index[None, :] < index[:, None])[None]
-
-
-def _rank_in_bank(scores, bank, valid):
-    """int32 (sources, M): how many valid candidates of the same bank rank before each."""
-    earlier = _earlier(scores)
-    better = ops.logical_or(
-        scores[:, None, :] > scores[:, :, None],
-        ops.logical_and(scores[:, None, :] == scores[:, :, None], earlier),
-    )
-    same_bank = ops.logical_and(bank[:, None, :] == bank[:, :, None], valid[:, None, :])
-    return ops.sum(ops.cast(ops.logical_and(better, same_bank), "int32"), axis=-1)
-
-
-def _allocate(k, scores, bank, rank, eligible):
-    """`(index, kept)`, (sources, k): the live beams, round-robin over the banks.
-
-    The best candidate of each bank (highest bank first), then the second
-    of each, and so on; `kept` is False where fewer than `k` are eligible.
-    """
-    highest = MAX_PHRASES * MAX_PHRASE_TOKENS + 1
-    order = rank * highest + (highest - 1 - bank)
-    order = ops.where(eligible, order, 2**30)
-    _, index = ops.top_k(-order, k)
-    index = ops.cast(index, "int32")
-    return index, ops.take_along_axis(eligible, index, axis=1)
 
 
 def _finish(s, state, candidates, finishing):
