@@ -6,9 +6,9 @@ adapts it to the second generated domain, polite requests
 same steps, warmup and data (`keras-transformer train --init-from BASE ...`):
 
 - `full`: every weight trained (`--learning-rate-scale --full-rate`);
-- `loraR`: LoRA adapters of rank R on the attention projections
-  (`--lora-rank R --learning-rate-scale --lora-rate`); `loraR-qv` on W^Q and W^V only
-  (`--lora-targets query+value`);
+- `loraR`: LoRA adapters of rank R on the default projections, W^Q and W^V
+  (`--lora-rank R --learning-rate-scale --lora-rate`); `loraR-attention` on all four
+  attention projections (`--lora-targets attention`);
 - `frozen-encoder`: the encoder kept as it is (`--freeze encoder`, `--full-rate`).
 
 For the base and each variant it prints, as a Markdown table: BLEU (sacreBLEU, greedy) on the
@@ -36,13 +36,14 @@ from keras_transformer import cli
 from keras_transformer.synthetic import write_synthetic_corpus
 from keras_transformer.text import read_lines
 
-VARIANTS = ("full", "lora4", "lora8", "lora16", "lora8-qv", "frozen-encoder")
+VARIANTS = ("full", "lora4", "lora8", "lora16", "lora8-attention", "frozen-encoder")
 
 
 def lora_settings(variant):
-    """`(rank, targets)` of a `loraR` or `loraR-qv` variant."""
+    """`{"lora_rank", "lora_targets"}` of a `loraR` or `loraR-TARGETS` variant (no
+    `lora_targets` for the default)."""
     rank, _, targets = variant.removeprefix("lora").partition("-")
-    return int(rank), "query+value" if targets == "qv" else "attention"
+    return {"lora_rank": int(rank), **({"lora_targets": targets} if targets else {})}
 
 
 def train(*arguments):
@@ -89,8 +90,7 @@ def parameters(base, variant):
     model, _ = load_translation_model(base, compile=False)
     settings = AdaptationConfig()
     if variant.startswith("lora"):
-        rank, targets = lora_settings(variant)
-        settings = AdaptationConfig(lora_rank=rank, lora_targets=targets)
+        settings = AdaptationConfig(**lora_settings(variant))
     elif variant == "frozen-encoder":
         settings = AdaptationConfig(freeze=("encoder",))
     adapt_model(model, settings, verbose=0)
@@ -99,8 +99,10 @@ def parameters(base, variant):
 
 def variant_flags(variant, arguments):
     if variant.startswith("lora"):
-        rank, targets = lora_settings(variant)
-        flags = ["--lora-rank", rank, "--lora-targets", targets]
+        settings = lora_settings(variant)
+        flags = ["--lora-rank", settings["lora_rank"]]
+        if "lora_targets" in settings:
+            flags += ["--lora-targets", settings["lora_targets"]]
         return flags + ["--learning-rate-scale", arguments.lora_rate]
     flags = ["--learning-rate-scale", arguments.full_rate]
     return flags + (["--freeze", "encoder"] if variant == "frozen-encoder" else [])

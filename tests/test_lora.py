@@ -109,14 +109,20 @@ def test_an_adapter_of_the_earlier_per_head_format_is_refused(tmp_path):
         read_adapter_settings(str(path))
 
 
-def test_query_value_adapts_w_q_and_w_v_only():
+def test_the_default_query_value_adapts_w_q_and_w_v_only():
+    from keras_transformer.experiment.settings.adaptation_config import AdaptationConfig
+
     model = base_model()
-    model.enable_lora(4, targets="query+value")
+    model.enable_lora(4)  # the default targets: the LoRA paper's W^Q and W^V
+    assert model.lora_settings["targets"] == "query+value" == AdaptationConfig().lora_targets
     paths = [v.path for v in model.trainable_weights]
     assert len(paths) == 2 * 2 * 3  # A and B of W^Q and W^V in 3 attention layers
     assert all(("/query/" in p or "/value/" in p) and "lora_kernel" in p for p in paths), paths
     # 4 x (16 + 16) per projection: the standard LoRA count, r (d_in + d_out).
     assert sum(math.prod(v.shape) for v in model.trainable_weights) == 6 * 4 * 32
+    explicit = base_model()
+    explicit.enable_lora(4, targets="query+value")
+    assert [v.path for v in explicit.trainable_weights] == paths
 
 
 def test_the_adapters_train_and_the_base_weights_stay_bit_identical():

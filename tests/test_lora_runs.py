@@ -84,7 +84,7 @@ def lora_run(start, tmp_path_factory):
 def test_a_lora_run_writes_the_merged_model_and_its_adapter(start, lora_run, tmp_path):
     run = lora_run
     adapter = factors(run / "adapter.lora")
-    assert len(adapter) == 2 * 4 * 3  # A and B of 4 projections in 3 attention layers
+    assert len(adapter) == 2 * 2 * 3  # A and B of W^Q and W^V (the default) in 3 attention layers
     assert any(np.abs(value).max() > 0 for name, value in adapter.items() if name.endswith("_b"))
     source = tmp_path / "source.en"
     source.write_text("\n".join(read_lines(start[1] / "test.en")) + "\n", encoding="utf-8")
@@ -101,6 +101,27 @@ def test_a_lora_run_writes_the_merged_model_and_its_adapter(start, lora_run, tmp
     again = factors(resumed / "adapter.lora")
     for name, value in adapter.items():
         np.testing.assert_array_equal(again[name], value, err_msg=name)
+
+
+@RUNS
+def test_an_adapter_on_all_four_attention_projections_applies_as_its_merged_model(start, tmp_path):
+    from keras_transformer.export.lora_adapter import read_adapter_settings
+
+    # `--lora-targets attention`: the adapter file records its targets, and translate uses them.
+    run = tmp_path / "run"
+    assert train(start, run, "--lora-rank", 2, "--lora-targets", "attention", "--max-steps", 2) == 0
+    assert read_adapter_settings(str(run / "adapter.lora"))["targets"] == "attention"
+    adapter = factors(run / "adapter.lora")
+    assert len(adapter) == 2 * 4 * 3  # A and B of 4 projections in 3 attention layers
+    assert sum(name.split("/")[-2] == "output" for name in adapter) == 2 * 3
+    source = tmp_path / "source.en"
+    source.write_text("\n".join(read_lines(start[1] / "test.en")) + "\n", encoding="utf-8")
+    outputs = []
+    for model in ([start[0], "--adapter", run / "adapter.lora"], [run / "model.keras"]):
+        output = tmp_path / f"out{len(outputs)}.de"
+        assert translate("--model", *model, "--input", source, "--output", output) == 0
+        outputs.append(read_lines(output))
+    assert outputs[0] == outputs[1] and any(outputs[0])
 
 
 @RUNS
@@ -218,7 +239,7 @@ def test_a_diverging_lora_run_ends_in_one_line_and_resumes_from_its_last_good_ch
     assert train(start, run, "--lora-rank", 2, "--max-steps", 8, "--learning-rate-scale", 1) == 0
     err = capsys.readouterr().err
     assert "Resuming from" in err and "ckpt-00000004" in err, err[-2000:]
-    assert len(factors(run / "adapter.lora")) == 2 * 4 * 3
+    assert len(factors(run / "adapter.lora")) == 2 * 2 * 3
 
 
 # Runs the command line given after it, each training step followed by a pause.

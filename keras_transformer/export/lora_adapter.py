@@ -147,7 +147,7 @@ def apply_adapter(model, path, flag="--adapter"):
 
     >>> model, tokenizer = load_translation_model("opus-mt-en-de.keras")
     >>> apply_adapter(model, "runs/my-domain-lora/adapter.lora").lora_settings["targets"]
-    'attention'
+    'query+value'
     """
     settings = read_adapter_settings(path, flag)
     if model.lora_settings:

@@ -1,8 +1,10 @@
 """Which projections LoRA adapts, and the largest rank each allows (no backend needed)."""
 
-# `--lora-targets`: the attention projections (W^Q, W^K, W^V, W^O of every attention layer),
-# W^Q and W^V only (Hu et al. 2021's choice), or the four and both feed-forward kernels.
-LORA_TARGETS = ("attention", "query+value", "attention+ffn")
+# `--lora-targets`: W^Q and W^V of every attention layer (Hu et al. 2021's choice, the
+# default), the four attention projections (W^Q, W^K, W^V, W^O), or the four and both
+# feed-forward kernels.
+LORA_TARGETS = ("query+value", "attention", "attention+ffn")
+DEFAULT_LORA_TARGETS = LORA_TARGETS[0]
 
 
 def check_lora_targets(targets):

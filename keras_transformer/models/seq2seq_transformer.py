@@ -19,6 +19,7 @@ from keras_transformer.layers.token_embedding import TokenEmbedding
 from keras_transformer.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_transformer.layers.transformer_encoder_block import TransformerEncoderBlock
 from keras_transformer.models.lora import enable_model_lora, merged_weight_values
+from keras_transformer.models.lora_targets import DEFAULT_LORA_TARGETS
 from keras_transformer.models.presets import get_preset
 from keras_transformer.models.transformer_config import TransformerConfig
 
@@ -482,7 +483,7 @@ class Seq2SeqTransformer(keras.Model):
             tensors.append(inputs[key])
         return tensors
 
-    def enable_lora(self, rank, targets="attention", alpha=None):
+    def enable_lora(self, rank, targets=DEFAULT_LORA_TARGETS, alpha=None):
         """Keras' LoRA (`enable_lora` of its `Dense` / `EinsumDense`) on chosen projections.
 
         Every weight of the model is frozen; the projections of `targets` get
@@ -496,9 +497,10 @@ class Seq2SeqTransformer(keras.Model):
 
         Args:
             rank: int, from 1 to the narrowest adapted projection's width.
-            targets: "attention" (W^Q, W^K, W^V, W^O of every attention
-                layer), "query+value" (W^Q and W^V) or "attention+ffn" (the
-                four and both feed-forward kernels).
+            targets: "query+value" (W^Q and W^V of every attention layer,
+                the LoRA paper's choice; the default), "attention" (W^Q, W^K,
+                W^V and W^O) or "attention+ffn" (the four and both
+                feed-forward kernels).
             alpha: number or None. The delta's scale is `alpha / rank`; None
                 means `rank` (scale 1).
 
@@ -506,8 +508,8 @@ class Seq2SeqTransformer(keras.Model):
 
         >>> model = Seq2SeqTransformer.from_architecture("base", vocabulary_size=37000)
         >>> model.enable_lora(8)
-        >>> sum(math.prod(w.shape) for w in model.trainable_weights)  # 0.94% of the model
-        589824
+        >>> sum(math.prod(w.shape) for w in model.trainable_weights)  # 0.47% of the model
+        294912
         """
         if self.lora_settings:
             raise ValueError(f"LoRA is already enabled on this model: {self.lora_settings}")

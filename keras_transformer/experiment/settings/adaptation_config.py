@@ -3,7 +3,11 @@
 import dataclasses
 
 from keras_transformer.experiment.settings.config_checks import check_choices
-from keras_transformer.models.lora_targets import LORA_TARGETS, check_lora_rank
+from keras_transformer.models.lora_targets import (
+    DEFAULT_LORA_TARGETS,
+    LORA_TARGETS,
+    check_lora_rank,
+)
 from keras_transformer.utils.dataclass_config import DataclassConfig, setting
 
 # `--freeze`: the token (and learned position) embeddings with the output projection, the
@@ -31,10 +35,10 @@ class AdaptationConfig(DataclassConfig):
         metavar="R",
     )
     lora_targets: str = setting(
-        "attention",
-        "The projections LoRA adapts: attention (W^Q, W^K, W^V, W^O of every attention "
-        "layer), query+value (W^Q and W^V, the LoRA paper's) or attention+ffn (the four and "
-        "both feed-forward kernels).",
+        DEFAULT_LORA_TARGETS,
+        "The projections LoRA adapts: query+value (W^Q and W^V of every attention layer, "
+        "the LoRA paper's choice), attention (W^Q, W^K, W^V and W^O) or attention+ffn (the "
+        "four and both feed-forward kernels).",
         choices=LORA_TARGETS,
     )
     lora_alpha: float | None = setting(
@@ -64,7 +68,7 @@ class AdaptationConfig(DataclassConfig):
             raise ValueError(f"`lora_alpha` must be > 0. Received: lora_alpha={self.lora_alpha}")
         if self.lora_rank is None and self.lora_alpha is not None:
             raise ValueError("`lora_alpha` scales LoRA adapters: give `lora_rank` too.")
-        if self.lora_rank is None and self.lora_targets != LORA_TARGETS[0]:
+        if self.lora_rank is None and self.lora_targets != DEFAULT_LORA_TARGETS:
             raise ValueError("`lora_targets` chooses where LoRA adapters go: give `lora_rank` too.")
         if self.lora_rank is not None and self.freeze:
             raise ValueError(
