@@ -39,9 +39,17 @@ def sources():
     return ids
 
 
+# Each search is built once for the module's model, and the tests share it: on TensorFlow a
+# search traces once per kind of call (with a prefix or without), and a trace is most of a
+# test's time.
+BUILT = {}
+
+
 def build(model, search):
-    decoding = DecodingConfig(search=search, max_extra_length=6, **SETTINGS[search])
-    return get_search(search)(model, decoding, bos_id=BOS, eos_id=EOS)
+    if search not in BUILT or BUILT[search][0] is not model:
+        decoding = DecodingConfig(search=search, max_extra_length=6, **SETTINGS[search])
+        BUILT[search] = model, get_search(search)(model, decoding, bos_id=BOS, eos_id=EOS)
+    return BUILT[search][1]
 
 
 @pytest.mark.parametrize("search", ["beam", "greedy", "sampling", "constrained"])
