@@ -126,7 +126,9 @@ LONGEST_FIRST = (
     "test_docs.py",
     "test_resume.py",
     "test_fine_tuning.py",
+    "test_lora_runs.py",  # its runs under torch only
     "test_benchmarks.py",
+    "test_lora.py",
     "test_periodic_checkpoint.py",
     "test_multi_process_jax.py",
     "test_multi_worker.py",
