@@ -212,10 +212,12 @@ def report(rows, total, model_bytes):
     print(f"\nModel: {total:,} parameters; model.keras: the base run's {kib:.0f} KiB{merged}.")
     if "full" in found and "lora8" in found:
         base, full, lora = found["base"], found["full"], found["lora8"]
-        gain = (lora[1] - base[1]) / max(full[1] - base[1], 1e-9)
+        full_gain = full[1] - base[1]
+        gain = (lora[1] - base[1]) / full_gain if full_gain > 0 else None
         lost, full_lost = base[2] - lora[2], base[2] - full[2]
+        share = "full's gained nothing" if gain is None else f"{100 * gain:.0f}% of full's"
         checks = [
-            (f"LoRA rank 8's new-domain gain: {100 * gain:.0f}% of full's (>= 90%)", gain >= 0.9),
+            (f"LoRA rank 8's new-domain gain: {share} (>= 90%)", gain is not None and gain >= 0.9),
             (
                 f"trainable: {100 * lora[3] / total:.2f}% of the parameters (<= 2%)",
                 lora[3] <= 0.02 * total,
