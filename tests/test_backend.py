@@ -7,7 +7,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from conftest import to_numpy
+from conftest import BACKEND_INDEPENDENT, to_numpy
 
 from keras_transformer import backend
 from keras_transformer.layers import Dropout, LayerNormalization
@@ -210,3 +210,43 @@ def test_token_embedding_takes_the_one_hot_row_gradient_from_its_variable(monkey
     np.testing.assert_allclose(gradient(), expected, rtol=1e-6, atol=1e-6)
     # Row 0 gets four tokens' sums, unused rows nothing: the scatter's result.
     assert np.abs(expected[[4, 6, 8]]).max() == 0 and np.abs(expected[0]).max() > 0
+
+
+@BACKEND_INDEPENDENT
+def test_frozen_heap_skips_old_objects_and_still_frees_new_garbage():
+    import gc
+    import weakref
+
+    from keras_transformer.backend import frozen_heap
+
+    class Node:
+        pass
+
+    def cycle():  # garbage only a collection frees (a reference cycle)
+        node = Node()
+        node.self = node
+        return weakref.ref(node)
+
+    suite_frozen = gc.get_freeze_count() > 0  # tests/conftest.py freezes after collection
+    gc.unfreeze()
+    try:
+        old = cycle()  # made before: frozen inside, so not collected there
+        with frozen_heap():
+            assert gc.get_freeze_count() > 0
+            new = cycle()
+            gc.collect()
+            assert new() is None  # what is made inside is still collected
+            assert old() is not None  # the frozen cycle is not walked
+        assert gc.get_freeze_count() == 0  # unfrozen on exit
+        gc.collect()
+        assert old() is None
+
+        gc.freeze()  # a caller's freeze is left as it is
+        count = gc.get_freeze_count()
+        with frozen_heap():
+            pass
+        assert gc.get_freeze_count() == count
+    finally:
+        gc.unfreeze()
+        if suite_frozen:
+            gc.freeze()

@@ -12,7 +12,8 @@ The rest of the package asks this package by name (`backend.is_tensorflow()`,
 - `training_setup.py`: building before the trace, the seed's device, the replica context,
   multi-process runs;
 - `decoding.py`: the decoding cache, loop and compilation, workers and batch size;
-- `persistent_cache.py`: JAX's persistent compilation cache.
+- `persistent_cache.py`: JAX's persistent compilation cache;
+- `frozen_heap.py`: Keras' variable removals without a walk over the whole heap.
 """
 
 from keras_transformer.backend.decoding import (
@@ -45,6 +46,7 @@ from keras_transformer.backend.forms import (
     fast_forms,
     fast_forms_disabled,
 )
+from keras_transformer.backend.frozen_heap import frozen_heap
 from keras_transformer.backend.kernels import (
     gather_rows,
     top_k,
@@ -77,6 +79,7 @@ __all__ = [
     "disabled_forms",
     "fast_forms",
     "fast_forms_disabled",
+    "frozen_heap",
     "gather_rows",
     "growing_cache",
     "host_seed_scope",

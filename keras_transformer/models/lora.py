@@ -3,6 +3,7 @@ rest of the model frozen, and the merged weights of a plain model."""
 
 from keras import ops
 
+from keras_transformer import backend
 from keras_transformer.compat import lora_base_kernel
 from keras_transformer.layers.multi_head_attention import MultiHeadAttention
 from keras_transformer.models.lora_targets import check_lora_rank, check_lora_targets
@@ -53,8 +54,9 @@ def enable_model_lora(model, rank, targets, alpha):
         model.build()
     for variable in model.weights:
         variable.trainable = False
-    for _, layer in lora_layers(model, targets):
-        layer.enable_lora(rank, lora_alpha=alpha)
+    with backend.frozen_heap():  # each factor Keras drops and remakes would walk the heap
+        for _, layer in lora_layers(model, targets):
+            layer.enable_lora(rank, lora_alpha=alpha)
     return {"rank": rank, "alpha": rank if alpha is None else alpha, "targets": targets}
 
 

@@ -8,6 +8,7 @@ import warnings
 
 import keras
 
+from keras_transformer import backend
 from keras_transformer.compat import leaf_layers
 from keras_transformer.layers.layer_normalization import LayerNormalization
 from keras_transformer.layers.learned_position_embedding import LearnedPositionEmbedding
@@ -75,7 +76,8 @@ def quantize_model(model, mode="int8"):
     targets = _checked_targets(model)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.quantize(mode, filters=lambda layer: layer in targets, type_check=False)
+        with backend.frozen_heap():  # each dropped float kernel would walk the whole heap
+            model.quantize(mode, filters=lambda layer: layer in targets, type_check=False)
     left = [layer for layer in targets if layer.quantization_mode != mode]
     if left:
         reasons = [str(w.message) for w in caught if left[0].name in str(w.message)]
