@@ -162,7 +162,7 @@ def pytest_collection_finish(session):
     """Freezes the objects alive after collection (the three backends' modules, the tests').
 
     Keras runs a full `gc.collect()` each time a layer drops a variable (int8 quantization,
-    merging LoRA factors): a walk over every object in the process, about 0.5 s in a test
+    enabling LoRA): a walk over every object in the process, about 0.5 s in a test
     process that holds TensorFlow, JAX and PyTorch. Frozen objects are left out of those
     walks (`gc.freeze`), and those made by the tests are still collected as before (the int8
     tests under JAX: 59 s -> 36 s of CPU time). Only imported modules and the collected tests

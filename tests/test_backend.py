@@ -228,7 +228,9 @@ def test_frozen_heap_skips_old_objects_and_still_frees_new_garbage():
         return weakref.ref(node)
 
     suite_frozen = gc.get_freeze_count() > 0  # tests/conftest.py freezes after collection
+    collecting = gc.isenabled()
     gc.unfreeze()
+    gc.disable()  # only the explicit collections below: an automatic one could free `old` early
     try:
         old = cycle()  # made before: frozen inside, so not collected there
         with frozen_heap():
@@ -250,3 +252,5 @@ def test_frozen_heap_skips_old_objects_and_still_frees_new_garbage():
         gc.unfreeze()
         if suite_frozen:
             gc.freeze()
+        if collecting:
+            gc.enable()
